@@ -1,0 +1,135 @@
+"""A fabric: the directed links of a networkx graph as arrays the engine indexes.
+
+The engine knows nodes only as typed graph nodes (``kind``) and links as
+directed edges carrying ``bw_gbps`` (GB/s, one direction), ``latency_ns`` and a
+``tier`` (link class). Endpoints are the nodes of kind ``gpu``, ordered by
+their ``gpu`` attribute; everything MoE-shaped lives above the engine.
+
+An optional per-tier *achievable fraction* derates line rate to what
+collectives measure in practice (calibration constants live with the caller).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from sim.errors import FabricError
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """Arrays over the links and nodes of one fabric graph (read-only)."""
+
+    graph: nx.DiGraph
+    node_names: tuple[str, ...]
+    node_kind: np.ndarray  # str per node
+    link_src: np.ndarray  # node index per link
+    link_dst: np.ndarray
+    cap_Bps: np.ndarray  # achievable capacity, bytes/s, one direction
+    line_Bps: np.ndarray  # line rate before derating
+    latency_s: np.ndarray
+    tier: np.ndarray  # str per link
+    gpu_nodes: np.ndarray  # node index of GPU g (g = the node's ``gpu`` attribute)
+    node_index: dict[str, int] = field(repr=False, compare=False)
+    _link_index: dict[tuple[int, int], int] = field(repr=False, compare=False)
+
+    @property
+    def n_links(self) -> int:
+        return int(self.link_src.shape[0])
+
+    @property
+    def n_gpus(self) -> int:
+        return int(self.gpu_nodes.shape[0])
+
+    def link_id(self, u: str, v: str) -> int:
+        """Index of the directed link u -> v (by node name)."""
+        try:
+            return self._link_index[(self.node_index[u], self.node_index[v])]
+        except KeyError as exc:
+            raise FabricError(f"no link {u} -> {v} in fabric") from exc
+
+    def link_name(self, link: int) -> str:
+        return f"{self.node_names[self.link_src[link]]}->{self.node_names[self.link_dst[link]]}"
+
+    def gpu_name(self, gpu: int) -> str:
+        return self.node_names[self.gpu_nodes[gpu]]
+
+
+def fabric_from_graph(
+    graph: nx.DiGraph, achievable_fraction: Mapping[str, float] | None = None
+) -> Fabric:
+    """Index ``graph``'s links; derate each tier by ``achievable_fraction[tier]``."""
+    names = tuple(str(n) for n in graph.nodes)
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    kinds = np.array([graph.nodes[n].get("kind", "") for n in graph.nodes], dtype=object)
+    edges = list(graph.edges(data=True))
+    if not edges:
+        raise FabricError("fabric has no links")
+    src = np.array([index[u] for u, _, _ in edges], dtype=np.int64)
+    dst = np.array([index[v] for _, v, _ in edges], dtype=np.int64)
+    line = np.array([_edge_attr(u, v, d, "bw_gbps") for u, v, d in edges]) * GB
+    lat = np.array([_edge_attr(u, v, d, "latency_ns") for u, v, d in edges]) * 1e-9
+    tier = np.array([str(d.get("tier", "link")) for _, _, d in edges], dtype=object)
+    frac = np.array([(achievable_fraction or {}).get(t, 1.0) for t in tier])
+    gpus = sorted((int(graph.nodes[n]["gpu"]), index[n]) for n in graph.nodes if kinds[index[n]] == "gpu")
+    if [g for g, _ in gpus] != list(range(len(gpus))):
+        raise FabricError("gpu nodes must carry distinct 'gpu' indices 0..N-1")
+    link_index = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(src, dst, strict=True))}
+    return Fabric(
+        graph=graph,
+        node_names=names,
+        node_kind=kinds,
+        link_src=src,
+        link_dst=dst,
+        cap_Bps=line * frac,
+        line_Bps=line,
+        latency_s=lat,
+        tier=tier,
+        gpu_nodes=np.array([n for _, n in gpus], dtype=np.int64),
+        node_index={n: i for i, n in enumerate(names)},
+        _link_index=link_index,
+    )
+
+
+def _edge_attr(u: object, v: object, data: Mapping[str, object], key: str) -> float:
+    value = data.get(key)
+    if not isinstance(value, int | float) or value < 0 or (key == "bw_gbps" and value == 0):
+        raise FabricError(f"link {u}->{v}: '{key}' must be a positive number, got {value!r}")
+    return float(value)
+
+
+def implied_links(fabric: Fabric) -> np.ndarray:
+    """Links whose capacity constraint another link always implies (mask).
+
+    Through a non-GPU node v with exactly two neighbours, every byte that
+    enters from one leaves towards the other (routes never turn back), so
+    u->v and v->w carry the same flows; the one with the larger capacity can
+    never bind (ties: the link into v is kept). Redundant constraints do not
+    change a max-min allocation, so the solver may skip these links
+    (statistics still count them). An HGX NIC is such a node: its PCIe side
+    is implied by its 400G side.
+    """
+    n_nodes = len(fabric.node_names)
+    src, dst, cap = fabric.link_src, fabric.link_dst, fabric.cap_Bps
+    order = np.argsort(src, kind="stable")
+    out_deg = np.bincount(src, minlength=n_nodes)
+    first = np.concatenate(([0], np.cumsum(out_deg)[:-1]))
+    relay = (out_deg == 2) & (np.bincount(dst, minlength=n_nodes) == 2) & (fabric.node_kind != "gpu")
+    implied = np.zeros(fabric.n_links, dtype=bool)
+    for v in np.flatnonzero(relay).tolist():
+        out_a, out_b = order[first[v]], order[first[v] + 1]
+        for into, onward in ((fabric._link_index.get((int(dst[out_b]), v)), out_a),
+                             (fabric._link_index.get((int(dst[out_a]), v)), out_b)):
+            if into is None:
+                continue
+            if cap[onward] < cap[into]:
+                implied[into] = True
+            else:
+                implied[onward] = True
+    return implied

@@ -1,0 +1,258 @@
+"""Flows on a fabric inside a SimPy environment, sharing links max-min fairly.
+
+A transfer is a flow routed over directed links. Between events every active
+flow moves at a constant rate; rates are re-solved (:mod:`sim.engine.maxmin`)
+only when the set of active flows changes, and at most once per simulated
+instant: starts and finishes at one timestamp are batched into a single solve,
+which runs at ``LATE`` priority, after every ordinary event of that instant.
+
+A flow's last byte arrives ``latency_s`` (its path latency) after it drains.
+
+Finish batching (``batch_window_rel`` = eps > 0) trades exactness for fewer
+solves: after a solve, every flow due to drain within eps x (age of the oldest
+active flow) of the next drain finishes in the same batch, at its own exact
+drain time under the current rates; the capacity they free is handed out at the
+batch's end instead of at each drain. Each flow's rate is therefore at most
+eps x (elapsed time) stale. eps = 0 is the exact fluid max-min model; tests
+bound the error of eps > 0 against it (see ``tests/test_engine_batching.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import simpy
+
+from sim.engine.fabric import Fabric, implied_links
+from sim.engine.active import ActiveFlows
+from sim.engine.flowtable import FLOW_COLUMNS, GROUP_COLUMNS, Columns, PairStore
+from sim.engine.linkstats import LinkStats
+from sim.engine.maxmin import max_min_rates
+from sim.engine.routing import Router
+
+LATE = 2
+"""SimPy priority of the network's own events: after URGENT (0) and NORMAL (1)."""
+
+_TIME_RTOL = 1e-12
+
+
+class _Late(simpy.events.Event):
+    """An event that fires at ``now + delay`` after all ordinary events of that instant."""
+
+    def __init__(self, env: simpy.Environment, delay_s: float, callback: object, value: int = -1) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = value
+        self.callbacks.append(callback)  # type: ignore[arg-type]
+        env.schedule(self, LATE, delay_s)
+
+
+class FlowNetwork:
+    """Runs flows over ``router``'s fabric in ``env``.
+
+    Use :meth:`expect` to make a completion group, then :meth:`start` flows
+    into it; the group's event fires when its last flow's last byte arrives,
+    with that flow's id as value.
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        router: Router,
+        *,
+        batch_window_rel: float = 0.0,
+        record_timeline: bool = True,
+    ) -> None:
+        if batch_window_rel < 0:
+            raise ValueError("batch_window_rel must be >= 0")
+        self.env = env
+        self.router = router
+        self.fabric: Fabric = router.fabric
+        self.eps = batch_window_rel
+        self.flows = Columns(FLOW_COLUMNS)
+        self.pairs = PairStore()
+        self.stats = LinkStats(self.fabric.cap_Bps, record_timeline)
+        self.solves = 0
+        n_links = self.fabric.n_links
+        solve_map = np.where(implied_links(self.fabric), n_links, np.arange(n_links))
+        self.active = ActiveFlows(n_links, np.append(solve_map, n_links))
+        self._pending: list[np.ndarray] = []
+        self._load = np.zeros(self.fabric.n_links)
+        self._t_last = 0.0
+        self._gen = 0
+        self._flush_at: float | None = None
+        self.groups = Columns(GROUP_COLUMNS, capacity=256)
+        self._g_event: list[simpy.Event] = []
+
+    # ---------------------------------------------------------------- API
+    def expect(self, n_flows: int) -> tuple[int, simpy.Event]:
+        """A completion group awaiting ``n_flows`` flows; returns (group id, event)."""
+        gid = int(self.groups.append(left=[n_flows], finish_s=[self.env.now])[0])
+        event = self.env.event()
+        self._g_event.append(event)
+        if n_flows == 0:
+            event.succeed(-1)
+        return gid, event
+
+    def start(
+        self,
+        src_gpu: Sequence[int] | np.ndarray,
+        dst_gpu: Sequence[int] | np.ndarray,
+        size_bytes: Sequence[float] | np.ndarray,
+        group: int | np.ndarray,
+        tag: int | np.ndarray = -1,
+    ) -> np.ndarray:
+        """Start flows now; returns their ids. A flow to itself or of 0 bytes is done at once."""
+        src = np.asarray(src_gpu, dtype=np.int64)
+        dst = np.asarray(dst_gpu, dtype=np.int64)
+        size = np.asarray(size_bytes, dtype=np.float64)
+        n = src.size
+        ids = self.flows.append(
+            src=src,
+            dst=dst,
+            size_bytes=size,
+            rem_bytes=size,
+            group=np.broadcast_to(group, n),
+            tag=np.broadcast_to(tag, n),
+            start_s=np.full(n, self.env.now),
+        )
+        local = (src == dst) | (size <= 0)
+        if local.any():
+            self._complete(ids[local], np.full(int(local.sum()), self.env.now))
+        net = ids[~local]
+        if net.size:
+            self._route(net)
+            self._pending.append(net)
+            self._request_update()
+        return ids
+
+    def transfer(self, src_gpu: int, dst_gpu: int, size_bytes: float) -> simpy.Event:
+        """One flow in its own group; the event fires when its last byte arrives."""
+        gid, event = self.expect(1)
+        self.start([src_gpu], [dst_gpu], [size_bytes], gid)
+        return event
+
+    # ----------------------------------------------------------- internals
+    def _route(self, ids: np.ndarray) -> None:
+        fl = self.flows.col
+        rs = self.router.routes(fl["src"][ids], fl["dst"][ids])
+        base = self.pairs.append(rs.link, rs.weight)
+        fl["pair_ptr"][ids] = base + rs.ptr[:-1]
+        fl["pair_len"][ids] = np.diff(rs.ptr)
+        fl["latency_s"][ids] = rs.latency_s
+        fl["ideal_s"][ids] = rs.latency_s + fl["size_bytes"][ids] / rs.cap_Bps
+
+    def _request_update(self) -> None:
+        if self._flush_at != self.env.now:
+            self._flush_at = self.env.now
+            _Late(self.env, 0.0, self._on_event)
+
+    def _on_event(self, event: simpy.events.Event) -> None:
+        if event.value >= 0 and event.value != self._gen:
+            return  # a wake-up planned under rates that have since changed
+        self._update(self.env.now)
+
+    def _update(self, now: float) -> None:
+        act = self.active
+        if now <= self._t_last and not self._pending and not self._due(now).any():
+            return
+        self._advance(now)
+        finished = self._due(now)
+        if finished.any():
+            ids = act.ids[finished]
+            drain = np.where(np.isnan(act.plan_s[finished]), now, act.plan_s[finished])
+            self.flows.col["rem_bytes"][ids] = 0.0
+            act.keep(~finished)
+            self._complete(ids, drain)
+        act.plan_s[:] = np.nan
+        self._join_pending()
+        self._solve(now)
+        self._plan(now)
+
+    def _due(self, now: float) -> np.ndarray:
+        act = self.active
+        return (act.plan_s <= now * (1 + _TIME_RTOL)) | (act.rem <= act.tol)
+
+    def _advance(self, now: float) -> None:
+        dt = now - self._t_last
+        act = self.active
+        if dt > 0 and act.n:
+            moved = np.minimum(act.rate * dt, act.rem)
+            act.rem -= moved
+            self.flows.col["rem_bytes"][act.ids] = act.rem
+            self.stats.interval(self._t_last, dt, act.link_sum(moved), self._load)
+        self._t_last = now
+
+    def _join_pending(self) -> None:
+        if not self._pending:
+            return
+        new = np.concatenate(self._pending)
+        self._pending = []
+        fl = self.flows.col
+        lens = fl["pair_len"][new]
+        hops = int(lens.max())
+        links = np.full((hops, new.size), self.fabric.n_links, dtype=np.int64)
+        wts = np.zeros((hops, new.size))
+        col = np.repeat(np.arange(new.size), lens)
+        row = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+        idx = np.repeat(fl["pair_ptr"][new], lens) + row
+        links[row, col] = self.pairs.link[idx]
+        wts[row, col] = self.pairs.weight[idx]
+        self.active.add(new, fl["size_bytes"][new], fl["start_s"][new], links, wts)
+
+    def _solve(self, now: float) -> None:
+        act = self.active
+        if act.n == 0:
+            self._load = np.zeros(self.fabric.n_links)
+            self.stats.sample(now, self._load, np.zeros(self.fabric.n_links, dtype=np.int64))
+            return
+        alloc = max_min_rates(act.slinks, act.swts, self.fabric.cap_Bps)
+        self.solves += 1
+        act.rate = alloc.rate_Bps
+        self.flows.col["rate_Bps"][act.ids] = alloc.rate_Bps
+        self.flows.col["bottleneck"][act.ids] = alloc.bottleneck_link
+        self._load = act.link_sum(act.rate)
+        self.stats.sample(now, self._load, act.link_count())
+
+    def _plan(self, now: float) -> None:
+        """Mark the next batch of drains and schedule the wake-up at its end."""
+        self._gen += 1
+        act = self.active
+        if act.n == 0:
+            return
+        left_s = act.rem / act.rate
+        first = float(left_s.min())
+        window = first * _TIME_RTOL
+        if self.eps > 0:
+            window = max(window, self.eps * (now + first - float(act.start_s.min())))
+        batch = left_s <= first + window
+        act.plan_s[batch] = now + left_s[batch]
+        _Late(self.env, float(left_s[batch].max()), self._on_event, self._gen)
+
+    def _complete(self, ids: np.ndarray, drain_s: np.ndarray) -> None:
+        fl = self.flows.col
+        fl["drain_s"][ids] = drain_s
+        finish = drain_s + fl["latency_s"][ids]
+        fl["finish_s"][ids] = finish
+        groups = fl["group"][ids]
+        mine = groups >= 0
+        ids, groups, finish = ids[mine], groups[mine], finish[mine]
+        if ids.size == 0:
+            return
+        gc = self.groups.col
+        order = np.lexsort((ids, finish, groups))  # per group, the last arrival comes last
+        last = order[np.r_[groups[order][1:] != groups[order][:-1], True]]
+        g_last = groups[last]
+        later = finish[last] >= gc["finish_s"][g_last]
+        gc["finish_s"][g_last[later]] = finish[last][later]
+        gc["last_flow"][g_last[later]] = ids[last][later]
+        np.subtract.at(gc["left"], groups, 1)
+        for gid in g_last[gc["left"][g_last] == 0].tolist():
+            self._fire(gid)
+
+    def _fire(self, gid: int) -> None:
+        gc = self.groups.col
+        event, last = self._g_event[gid], int(gc["last_flow"][gid])
+        delay = max(float(gc["finish_s"][gid]) - self.env.now, 0.0)
+        self.env.timeout(delay).callbacks.append(lambda _e: event.succeed(last))
