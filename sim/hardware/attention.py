@@ -1,0 +1,111 @@
+"""Attention core (softmax(Q K^T) V) time, flash-attention style: one fused kernel.
+
+FLOPs of the forward, for ``tokens`` query tokens each attending to ``seq_len`` keys::
+
+    flops = 2 x tokens x seq_len x n_heads x (qk_head_dim + v_head_dim) / (2 if causal)
+
+(Q K^T costs 2 x qk_head_dim and P V 2 x v_head_dim per query-key pair per head; a causal
+mask skips half the pairs.) The backward costs ``ATTENTION_BWD_FLOPS_FACTOR`` (2.5) times
+that. Throughput is a constant fraction of the dense datasheet peak
+(``ATTENTION_FWD_EFFICIENCY`` / ``ATTENTION_BWD_EFFICIENCY``, sources in
+:mod:`sim.calibration`), lower than a GEMM's: softmax, masking and the online rescaling
+keep the tensor cores idle part of the time. It does not vary with sequence length, which
+is optimistic for short sequences (below ~2k tokens).
+
+HBM traffic: each token's Q, K, V are read and O written once in the forward (K/V per
+query token, i.e. MHA sizing); the backward reads Q, K, V, O, dO and writes dQ, dK, dV.
+Attention is compute-bound at training sequence lengths; the bytes only matter for tiny
+shapes. MLA fits the same call with its head dims (qk 192 = 128 nope + 64 rope, v 128).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from sim.calibration import (
+    ATTENTION_BWD_EFFICIENCY,
+    ATTENTION_BWD_FLOPS_FACTOR,
+    ATTENTION_FWD_EFFICIENCY,
+    HBM_ACHIEVABLE_FRACTION,
+    KERNEL_LAUNCH_OVERHEAD_S,
+)
+from sim.hardware._arrays import FloatArray, TimeS, check_slowdown, dim, shaped
+from sim.hardware.dtypes import check_dtype, input_bytes
+from sim.hardware.gpus import TFLOPS, GpuSpec
+
+
+def attention_flops(
+    *,
+    tokens: ArrayLike,
+    seq_len: ArrayLike,
+    n_heads: int,
+    qk_head_dim: int,
+    v_head_dim: int,
+    causal: bool = True,
+) -> TimeS:
+    """Forward FLOPs of the attention core (see the module docstring)."""
+    pairs = dim("attention.tokens", tokens) * dim("attention.seq_len", seq_len)
+    per_pair = 2.0 * _heads(n_heads, qk_head_dim, v_head_dim)
+    return shaped(pairs * per_pair / (2.0 if causal else 1.0))
+
+
+def _heads(n_heads: int, qk_head_dim: int, v_head_dim: int) -> float:
+    heads = dim("attention.n_heads", n_heads)
+    dims = dim("attention.qk_head_dim", qk_head_dim) + dim("attention.v_head_dim", v_head_dim)
+    return float(heads * dims)
+
+
+def _time_s(
+    gpu: GpuSpec, flops: FloatArray, moved: FloatArray, dtype: str, efficiency: float
+) -> FloatArray:
+    compute = flops / (gpu.peak_tflops(dtype) * TFLOPS * efficiency)
+    memory = moved / (gpu.hbm_bw_bytes_per_s * HBM_ACHIEVABLE_FRACTION)
+    return np.where(flops > 0, np.maximum(compute, memory) + KERNEL_LAUNCH_OVERHEAD_S, 0.0)
+
+
+def attention_time_s(
+    gpu: GpuSpec,
+    *,
+    tokens: ArrayLike,
+    seq_len: ArrayLike,
+    n_heads: int,
+    qk_head_dim: int,
+    v_head_dim: int,
+    causal: bool = True,
+    dtype: str = "bf16",
+    slowdown: float = 1.0,
+) -> TimeS:
+    """Forward attention-core kernel time; 0 when there are no tokens."""
+    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
+    flops = np.asarray(attention_flops(
+        tokens=tokens, seq_len=seq_len, n_heads=n_heads, qk_head_dim=qk_head_dim,
+        v_head_dim=v_head_dim, causal=causal,
+    ))
+    per_token = n_heads * (2 * qk_head_dim + 2 * v_head_dim) * input_bytes(dtype)
+    moved = dim("attention.tokens", tokens) * per_token
+    return shaped(_time_s(gpu, flops, moved, dtype, ATTENTION_FWD_EFFICIENCY) * slow)
+
+
+def attention_backward_time_s(
+    gpu: GpuSpec,
+    *,
+    tokens: ArrayLike,
+    seq_len: ArrayLike,
+    n_heads: int,
+    qk_head_dim: int,
+    v_head_dim: int,
+    causal: bool = True,
+    dtype: str = "bf16",
+    slowdown: float = 1.0,
+) -> TimeS:
+    """Backward attention-core kernel time: 2.5x the forward FLOPs at the lower backward
+    efficiency; 0 when there are no tokens."""
+    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
+    flops = ATTENTION_BWD_FLOPS_FACTOR * np.asarray(attention_flops(
+        tokens=tokens, seq_len=seq_len, n_heads=n_heads, qk_head_dim=qk_head_dim,
+        v_head_dim=v_head_dim, causal=causal,
+    ))
+    per_token = n_heads * (4 * qk_head_dim + 4 * v_head_dim) * input_bytes(dtype)
+    moved = dim("attention.tokens", tokens) * per_token
+    return shaped(_time_s(gpu, flops, moved, dtype, ATTENTION_BWD_EFFICIENCY) * slow)

@@ -1,0 +1,210 @@
+"""Roofline compute model: how long a GEMM, a grouped GEMM or an elementwise kernel takes.
+
+One kernel costs::
+
+    time = (max(flops / (peak x efficiency), bytes / (hbm_bw x HBM_ACHIEVABLE_FRACTION))
+            + KERNEL_LAUNCH_OVERHEAD_S) x slowdown
+
+and nothing at all when it has no work (m, n or k is 0, or a rank received no tokens): no
+kernel is launched, so no overhead is charged.
+
+The GEMM efficiency curve (constants in :mod:`sim.calibration`)::
+
+    efficiency(m, n, k) = (MAMF / peak) x row_use(m) x sm_fill(m, n, k)
+    row_use(m)          = min(1, m / GEMM_MIN_ROWS)
+    sm_fill             = min(1, max(P, U) / (U x sm_count))
+    P = 2 x max(m, GEMM_MIN_ROWS) x n x k      (FLOPs the tensor cores actually run)
+    U = 2 x GEMM_TILE_M x GEMM_TILE_N x GEMM_SPLIT_K_MIN   (smallest work unit of one SM)
+
+* Large shapes saturate at MAMF/peak, the best measured large-GEMM throughput.
+* Few rows (few tokens): the MMA instruction still computes 64 rows, so ``row_use`` falls
+  and the kernel soon becomes HBM-bound on reading the weights.
+* Small total work: split-K / stream-K decompositions spread a GEMM over the SMs down to
+  one work unit per SM; below that, SMs idle (``sm_fill`` < 1). Wave quantisation beyond
+  the first wave is taken as smoothed by stream-K, and tile padding above 64 rows as
+  absorbed by tile-size choice: both are optimistic, and both keep efficiency
+  non-decreasing and time non-decreasing in every dimension (more tokens never finish
+  sooner), which the straggler attribution relies on.
+
+Backward of ``Y[m,n] = X[m,k] @ W[k,n]`` is two GEMMs of the same FLOPs each, dgrad
+``dX = dY @ W^T`` (m, k, n) and wgrad ``dW = X^T @ dY`` (k, n, m):
+:func:`gemm_backward_time_s` and :func:`grouped_gemm_backward_time_s` cost them, so
+callers need not double anything.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from sim.calibration import (
+    GEMM_MIN_ROWS,
+    GEMM_SPLIT_K_MIN,
+    GEMM_TILE_M,
+    GEMM_TILE_N,
+    HBM_ACHIEVABLE_FRACTION,
+    KERNEL_LAUNCH_OVERHEAD_S,
+)
+from sim.errors import ConfigError
+from sim.hardware._arrays import FloatArray, TimeS, check_slowdown, dim, shaped
+from sim.hardware.dtypes import OUTPUT_BYTES, check_dtype, input_bytes
+from sim.hardware.gpus import TFLOPS, GpuSpec
+
+#: FLOPs of the smallest work unit one SM takes (tile x minimal K slice).
+UNIT_FLOPS = 2.0 * GEMM_TILE_M * GEMM_TILE_N * GEMM_SPLIT_K_MIN
+
+
+# ---- the pieces of one kernel ----------------------------------------------------------
+
+
+def _padded_rows(m: FloatArray) -> FloatArray:
+    return np.where(m > 0, np.maximum(m, GEMM_MIN_ROWS), 0.0)
+
+
+def _gemm_terms(
+    m: FloatArray, n: FloatArray, k: FloatArray, dtype: str
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(useful FLOPs, FLOPs run incl. row padding, HBM bytes) of Y[m,n] = X[m,k] @ W[k,n]."""
+    flops = 2.0 * m * n * k
+    padded = 2.0 * _padded_rows(m) * n * k
+    moved = (m * k + k * n) * input_bytes(dtype) + m * n * OUTPUT_BYTES
+    return flops, padded, np.where(flops > 0, moved, 0.0)
+
+
+def _sm_fill(gpu: GpuSpec, padded_flops: FloatArray) -> FloatArray:
+    return np.minimum(1.0, np.maximum(padded_flops, UNIT_FLOPS) / (UNIT_FLOPS * gpu.sm_count))
+
+
+def _compute_s(gpu: GpuSpec, padded_flops: FloatArray, dtype: str) -> FloatArray:
+    """max(P, min(P, U) x sm) / MAMF: = P / (MAMF x sm_fill), written to stay monotone."""
+    busy = np.maximum(padded_flops, np.minimum(padded_flops, UNIT_FLOPS) * gpu.sm_count)
+    return busy / (gpu.mamf_tflops(dtype) * TFLOPS)
+
+
+def _hbm_s(gpu: GpuSpec, bytes_moved: FloatArray) -> FloatArray:
+    return bytes_moved / (gpu.hbm_bw_bytes_per_s * HBM_ACHIEVABLE_FRACTION)
+
+
+def _kernel_s(
+    gpu: GpuSpec, flops: FloatArray, padded: FloatArray, moved: FloatArray, dtype: str
+) -> FloatArray:
+    run = np.maximum(_compute_s(gpu, padded, dtype), _hbm_s(gpu, moved))
+    return np.where(flops > 0, run + KERNEL_LAUNCH_OVERHEAD_S, 0.0)
+
+
+# ---- public API ------------------------------------------------------------------------
+
+
+def gemm_flops(m: ArrayLike, n: ArrayLike, k: ArrayLike) -> TimeS:
+    """2 m n k: the FLOPs of one GEMM (forward)."""
+    return shaped(2.0 * dim("gemm.m", m) * dim("gemm.n", n) * dim("gemm.k", k))
+
+
+def gemm_efficiency(
+    gpu: GpuSpec, m: ArrayLike, n: ArrayLike, k: ArrayLike, dtype: str = "bf16"
+) -> TimeS:
+    """Achieved / peak FLOP rate of the GEMM's compute phase (see the module docstring)."""
+    dtype = check_dtype(dtype)
+    m_, n_, k_ = dim("gemm.m", m), dim("gemm.n", n), dim("gemm.k", k)
+    row_use = np.minimum(1.0, m_ / GEMM_MIN_ROWS)
+    padded = 2.0 * _padded_rows(m_) * n_ * k_
+    eff = gpu.mamf_fraction(dtype) * row_use * _sm_fill(gpu, padded)
+    return shaped(np.where(padded > 0, eff, 0.0))
+
+
+def gemm_time_s(
+    gpu: GpuSpec,
+    m: ArrayLike,
+    n: ArrayLike,
+    k: ArrayLike,
+    dtype: str = "bf16",
+    slowdown: float = 1.0,
+) -> TimeS:
+    """Time of one GEMM kernel ``Y[m,n] = X[m,k] @ W[k,n]``; 0 when it has no work.
+
+    Vectorised: m, n, k broadcast; returns a float for scalar inputs.
+    """
+    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
+    terms = _gemm_terms(dim("gemm.m", m), dim("gemm.n", n), dim("gemm.k", k), dtype)
+    return shaped(_kernel_s(gpu, *terms, dtype) * slow)
+
+
+def gemm_backward_time_s(
+    gpu: GpuSpec,
+    m: ArrayLike,
+    n: ArrayLike,
+    k: ArrayLike,
+    dtype: str = "bf16",
+    slowdown: float = 1.0,
+) -> TimeS:
+    """dgrad (m, k, n) + wgrad (k, n, m) kernels of the GEMM (m, n, k): 2x its FLOPs."""
+    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
+    m_, n_, k_ = dim("gemm.m", m), dim("gemm.n", n), dim("gemm.k", k)
+    dgrad = _kernel_s(gpu, *_gemm_terms(m_, k_, n_, dtype), dtype)
+    wgrad = _kernel_s(gpu, *_gemm_terms(k_, n_, m_, dtype), dtype)
+    return shaped((dgrad + wgrad) * slow)
+
+
+def _tokens(tokens_per_expert: ArrayLike) -> FloatArray:
+    m = dim("grouped_gemm.tokens_per_expert", tokens_per_expert)
+    if m.ndim != 1:
+        raise ConfigError(
+            "grouped_gemm.tokens_per_expert", f"must be 1-D (one count per local expert), "
+            f"got shape {m.shape}",
+        )
+    return m
+
+
+def _grouped_s(
+    gpu: GpuSpec, terms: tuple[FloatArray, FloatArray, FloatArray], dtype: str, slow: float
+) -> float:
+    flops, padded, moved = (np.asarray(t.sum()) for t in terms)
+    return float(_kernel_s(gpu, flops, padded, moved, dtype) * slow)
+
+
+def grouped_gemm_time_s(
+    gpu: GpuSpec,
+    tokens_per_expert: ArrayLike,
+    k: float,
+    n: float,
+    dtype: str = "bf16",
+    slowdown: float = 1.0,
+) -> float:
+    """One grouped-GEMM kernel over a rank's local experts: expert e computes
+    ``[m_e, k] @ [k, n]`` with m_e = tokens_per_expert[e].
+
+    All experts' tiles share the SMs (one launch), so time follows the rank's total work:
+    a rank that received 4x the tokens takes ~4x as long once compute-bound. An expert
+    with no tokens costs nothing (its weights are not read).
+    """
+    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
+    m = _tokens(tokens_per_expert)
+    k_, n_ = dim("grouped_gemm.k", k), dim("grouped_gemm.n", n)
+    return _grouped_s(gpu, _gemm_terms(m, n_, k_, dtype), dtype, slow)
+
+
+def grouped_gemm_backward_time_s(
+    gpu: GpuSpec,
+    tokens_per_expert: ArrayLike,
+    k: float,
+    n: float,
+    dtype: str = "bf16",
+    slowdown: float = 1.0,
+) -> float:
+    """Grouped dgrad ``[m_e, n] @ [n, k]`` plus grouped wgrad ``[k, m_e] @ [m_e, n]``:
+    two kernels, 2x the forward FLOPs."""
+    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
+    m = _tokens(tokens_per_expert)
+    k_, n_ = dim("grouped_gemm.k", k), dim("grouped_gemm.n", n)
+    dgrad = _grouped_s(gpu, _gemm_terms(m, k_, n_, dtype), dtype, slow)
+    wgrad = _grouped_s(gpu, _gemm_terms(k_, n_, m, dtype), dtype, slow)
+    return dgrad + wgrad
+
+
+def memory_bound_time_s(gpu: GpuSpec, bytes_moved: ArrayLike, slowdown: float = 1.0) -> TimeS:
+    """An elementwise kernel (permute, norm, activation) that reads+writes ``bytes_moved``
+    bytes of HBM in total; 0 when it moves nothing."""
+    slow = check_slowdown(slowdown)
+    moved = dim("bytes_moved", bytes_moved)
+    t = np.where(moved > 0, _hbm_s(gpu, moved) + KERNEL_LAUNCH_OVERHEAD_S, 0.0)
+    return shaped(t * slow)
