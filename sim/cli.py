@@ -1,0 +1,106 @@
+"""The `moesim` command line. Bad input: one line naming the field, exit status 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sim.errors import MoesimError
+
+EXIT_BAD_INPUT = 2
+
+
+def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn user-input errors into one line on stderr and exit status 2."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from scenarios import UnknownScenario
+        from topologies import TopologyError
+
+        try:
+            return fn(*args, **kwargs)
+        except (MoesimError, UnknownScenario, TopologyError) as exc:
+            click.echo(f"moesim: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper
+
+
+@click.group()
+@click.version_option(package_name="moesim")
+def main() -> None:
+    """moesim: simulate MoE training steps on GPU cluster fabrics."""
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
+@click.option("--seed", type=int, default=None, help="Override the scenario's seed.")
+@click.option(
+    "--out", type=click.Path(dir_okay=False), default=None, help="Also write the JSON record here."
+)
+@_user_errors
+def run(scenario: str, as_json: bool, seed: int | None, out: str | None) -> None:
+    """Simulate SCENARIO (a shipped name or a YAML path) and attribute its stragglers."""
+    from dataclasses import replace
+
+    from scenarios import resolve
+    from sim.report.summary import summary_text
+    from sim.run import run_scenario
+    from sim.scenario import load_scenario_file
+
+    scn = load_scenario_file(resolve(scenario))
+    if seed is not None:
+        scn = replace(scn, seed=seed)
+    res = run_scenario(scn)
+    if out:
+        Path(out).write_text(res.to_json())
+    click.echo(res.to_json() if as_json else summary_text(res))
+
+
+@main.command("scenarios")
+def list_scenarios() -> None:
+    """List the shipped scenarios."""
+    from scenarios import resolve, scenario_names
+
+    for name in scenario_names():
+        first = resolve(name).read_text().splitlines()[0].lstrip("# ")
+        click.echo(f"{name:<24} {first}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--draw",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Draw the fabric to a PNG/SVG file.",
+)
+@_user_errors
+def topo(name: str, as_json: bool, draw: str | None) -> None:
+    """Summarise fabric preset NAME: GPUs, switches and links per tier, bisection bandwidth."""
+    import topologies
+
+    graph = topologies.load_preset(name)
+    info = topologies.summarize(graph)
+    if draw:
+        from plots.fabric import draw_fabric
+
+        draw_fabric(graph, draw)
+    if as_json:
+        click.echo(json.dumps(info, indent=2, default=str))
+        return
+    for key, value in info.items():
+        click.echo(f"{key:<22} {value}")
+
+
+if __name__ == "__main__":
+    main()

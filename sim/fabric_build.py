@@ -1,0 +1,60 @@
+"""Turn a scenario's fabric spec into the engine's :class:`Fabric` (topology + calibration).
+
+Topology errors (unknown preset, bad parameter, a fault that disconnects GPUs)
+come back as ``ConfigError`` naming the field, for the CLI's one-line answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import networkx as nx
+
+import topologies
+from sim.calibration import link_achievable_fraction
+from sim.engine.fabric import Fabric, fabric_from_graph
+from sim.errors import ConfigError
+from sim.scenario.schema import FabricSpec
+
+CORE_TIERS = ("leaf_spine", "spine_core")
+"""Link tiers inside the switched fabric (not a GPU's own NVLink, PCIe or NIC port)."""
+
+UNCONGESTED_FACTOR = 1e3
+
+
+def build_graph(spec: FabricSpec) -> nx.DiGraph:
+    """The fabric graph of ``spec``, faults applied."""
+    try:
+        graph = topologies.load_preset(spec.preset, **dict(spec.params))
+        if spec.faults:
+            graph = topologies.apply_faults(graph, [_fault(f) for f in spec.faults])
+    except topologies.TopologyError as exc:
+        raise ConfigError(f"fabric.{exc.field}", exc.problem) from exc
+    except TypeError as exc:
+        raise ConfigError("fabric.params", str(exc)) from exc
+    return graph
+
+
+def _fault(items: Iterable[tuple[str, object]]) -> dict[str, object]:
+    return dict(items)
+
+
+def fabric_for(graph: nx.DiGraph, gpu: str, derate: bool) -> Fabric:
+    """Index ``graph`` for the engine, derating each tier to its achievable bandwidth."""
+    medium = str(graph.graph.get("fabric", "ib"))
+    tiers = {str(d.get("tier")) for _, _, d in graph.edges(data=True)}
+    fraction = {t: link_achievable_fraction(t, medium, gpu) for t in tiers} if derate else None
+    return fabric_from_graph(graph, fraction)
+
+
+def uncongested(graph: nx.DiGraph) -> nx.DiGraph:
+    """The same fabric with its switch-to-switch links made (practically) unlimited.
+
+    The counterfactual that isolates congestion inside the fabric: what remains
+    is the traffic's own endpoint (GPU NVLink, PCIe, NIC) bound.
+    """
+    out = graph.copy()
+    for _, _, data in out.edges(data=True):
+        if data.get("tier") in CORE_TIERS:
+            data["bw_gbps"] = float(data["bw_gbps"]) * UNCONGESTED_FACTOR
+    return out

@@ -1,0 +1,1 @@
+"""Result records, straggler attribution and human-readable summaries."""

@@ -1,0 +1,96 @@
+"""Router configuration: which popularity model, how it is resampled, capacity and placement.
+
+Megatron-LM knobs modelled here (Megatron-LM arguments, ``megatron/training/arguments.py``):
+``--moe-router-force-load-balancing`` (kind ``force_balanced``), ``--moe-router-force-biased <std>``
+(kind ``force_biased``: normal random bias on the router logits; a positive std draws a new bias
+every forward, a negative std one bias per layer, reused), ``--moe-expert-capacity-factor``
+(unset = dropless; else capacity per expert = ceil(factor x tokens x top_k / experts)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.errors import ConfigError
+from sim.router.placement import placement_names
+from sim.router.popularity import popularity_names
+from sim.router.streams import check_index
+
+RESAMPLE_MODES = ("per_layer", "per_microbatch")
+
+
+def _check_real(field: str, value: object, *, minimum: float, strict: bool = False) -> float:
+    """Return ``value`` as float if it is a finite real >= (or > when strict) ``minimum``."""
+    bound = f"> {minimum}" if strict else f">= {minimum}"
+    if minimum == -math.inf:
+        bound = "(any sign)"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(field, f"must be a number {bound}, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number < minimum or (strict and number == minimum):
+        raise ConfigError(field, f"must be a finite number {bound}, got {value!r}")
+    return number
+
+
+def _check_choice(field: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(field, f"unknown {value!r}; allowed: {', '.join(allowed)}")
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """How tokens pick experts. Validated when built; see the module docstring for sources."""
+
+    kind: str = "uniform"
+    """Popularity model by registry name: uniform, zipf, hot, dirichlet, force_balanced, ..."""
+    alpha: float = 1.0
+    """zipf: p_e ~ 1 / r_e^alpha over a random per-layer ranking r (>= 0; 0 == uniform)."""
+    hot_experts: int = 1
+    """hot: how many hot experts (>= 1, <= n_experts)."""
+    hot_factor: float = 4.0
+    """hot: popularity multiplier of each hot expert (>= 1)."""
+    concentration: float = 1.0
+    """dirichlet: p ~ Dirichlet(concentration) (> 0; small = skewed)."""
+    bias_std: float = 0.0
+    """force_biased: Megatron --moe-router-force-biased; > 0 new bias per forward, < 0 per layer."""
+    resample: str = "per_layer"
+    """per_layer: popularity fixed per layer; per_microbatch: redrawn per (layer, mb, step)."""
+    drift_steps: int = 0
+    """per_layer only: 0 = fixed; N > 0 = popularity glides to a fresh draw every N steps."""
+    capacity_factor: float | None = None
+    """None = dropless; else drop assignments over ceil(cf x tokens x top_k / experts) per rank."""
+    placement: str = "contiguous"
+    """Expert -> EP rank map by registry name: contiguous | round_robin."""
+
+    def __post_init__(self) -> None:
+        _check_choice("router.kind", self.kind, popularity_names())
+        _check_real("router.alpha", self.alpha, minimum=0.0)
+        check_index("router.hot_experts", self.hot_experts, minimum=1)
+        _check_real("router.hot_factor", self.hot_factor, minimum=1.0)
+        _check_real("router.concentration", self.concentration, minimum=0.0, strict=True)
+        _check_real("router.bias_std", self.bias_std, minimum=-math.inf)
+        _check_choice("router.resample", self.resample, RESAMPLE_MODES)
+        check_index("router.drift_steps", self.drift_steps, minimum=0)
+        if self.drift_steps > 0 and self.resample != "per_layer":
+            raise ConfigError(
+                "router.drift_steps", "drift applies only to resample='per_layer'; set it to 0"
+            )
+        if self.capacity_factor is not None:
+            _check_real("router.capacity_factor", self.capacity_factor, minimum=0.0, strict=True)
+        _check_choice("router.placement", self.placement, placement_names())
+
+    @property
+    def dropless(self) -> bool:
+        """True when no capacity factor is set (Megatron's default)."""
+        return self.capacity_factor is None
+
+
+UNIFORM = RouterConfig()
+"""Every expert equally popular; imbalance only from token sampling."""
+BALANCED = RouterConfig(kind="force_balanced")
+"""Exactly balanced counts: the counterfactual that imbalance is measured against."""
+ZIPF_1 = RouterConfig(kind="zipf", alpha=1.0)
+"""Zipf(1) popularity, fixed per layer."""
+HOT_1X4 = RouterConfig(kind="hot", hot_experts=1, hot_factor=4.0)
+"""One hot expert per layer, 4x as popular as the others."""

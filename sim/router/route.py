@@ -1,0 +1,191 @@
+"""Route one MoE layer's tokens for one micro-batch: who sends how many tokens to which expert.
+
+``assign_experts`` draws each token's top_k experts (the per-token view, for tests and traces);
+``route_tokens`` turns them into counts per (source rank, expert), applies capacity, and derives
+the all-to-all sizes per (source rank, destination rank), with and without the per-rank dedup
+that DeepEP does (a token goes to a destination rank once, however many of its experts live there).
+
+Capacity follows Megatron (``--moe-expert-capacity-factor``, applied at the source rank before
+dispatch): capacity per expert per source rank = ceil(factor x tokens_per_rank x top_k / experts);
+assignments beyond it are dropped. Which ones is a modelling choice (counts are what matter):
+here a rank keeps every token's first choice before any token's second, and earlier tokens
+first within a choice - close to Megatron's "probs" policy, since earlier choices carry higher
+router probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sim.errors import ConfigError
+from sim.router.config import RouterConfig
+from sim.router.groups import group_limited_columns
+from sim.router.placement import place_experts
+from sim.router.popularity import layer_popularity, popularity_model
+from sim.router.result import RoutingResult
+from sim.router.streams import TAG_TOKENS, check_index, stream
+
+
+def check_shape(
+    *, tokens_per_rank: int, n_ranks: int, n_experts: int, top_k: int, n_group: int = 1,
+    topk_group: int = 1,
+) -> None:
+    """Validate the layer shape; ConfigError naming the offending field."""
+    check_index("tokens_per_rank", tokens_per_rank, minimum=1)
+    check_index("ep", n_ranks, minimum=1)
+    check_index("n_experts", n_experts, minimum=1)
+    check_index("top_k", top_k, minimum=1)
+    check_index("n_group", n_group, minimum=1)
+    check_index("topk_group", topk_group, minimum=1)
+    if n_experts % n_group != 0:
+        raise ConfigError("n_group", f"{n_group} groups must divide the {n_experts} experts")
+    if topk_group > n_group:
+        raise ConfigError("topk_group", f"{topk_group} must be <= n_group {n_group}")
+    reachable = topk_group * (n_experts // n_group)
+    if top_k > reachable:
+        raise ConfigError(
+            "top_k", f"{top_k} > {reachable} experts reachable in topk_group={topk_group} groups"
+        )
+
+
+def balanced_assignments(
+    n_ranks: int, tokens_per_rank: int, top_k: int, n_experts: int
+) -> np.ndarray:
+    """Exactly balanced, deterministic assignments (int64 [n_ranks, tokens, top_k]).
+
+    All assignments, in (rank, token, slot) order, walk the experts cyclically, so each source
+    rank sends floor or ceil(tokens x top_k / E) to every expert, the remainders rotate over the
+    experts rank after rank, and each token's top_k experts are consecutive, hence distinct.
+    Group limits are not applied (force_balanced replaces the router).
+
+    >>> balanced_assignments(2, 3, 2, 4).tolist()
+    [[[0, 1], [2, 3], [0, 1]], [[2, 3], [0, 1], [2, 3]]]
+    """
+    columns = _balanced_columns(n_ranks * tokens_per_rank, top_k, n_experts)
+    return np.ascontiguousarray(columns.T, dtype=np.int64).reshape(n_ranks, tokens_per_rank, top_k)
+
+
+def _balanced_columns(n_tokens: int, top_k: int, n_experts: int) -> np.ndarray:
+    """``balanced_assignments`` column-major: int32 [top_k, n_tokens]."""
+    position = np.arange(n_tokens, dtype=np.int64)[None, :] * top_k + np.arange(top_k)[:, None]
+    return (position % n_experts).astype(np.int32)
+
+
+def _assign_columns(
+    cfg: RouterConfig, p: np.ndarray, *, tokens_per_rank: int, n_ranks: int, top_k: int,
+    seed: int, layer: int, microbatch: int, step: int, n_group: int, topk_group: int,
+) -> np.ndarray:
+    """Assignments column-major: int32 [top_k, n_ranks * tokens_per_rank] (rank-major tokens)."""
+    n_tokens = n_ranks * tokens_per_rank
+    if not popularity_model(cfg.kind).sampled:
+        return _balanced_columns(n_tokens, top_k, p.size)
+    rng = stream(seed, TAG_TOKENS, layer, microbatch, step)
+    return group_limited_columns(p, n_tokens, top_k, rng, n_group=n_group, topk_group=topk_group)
+
+
+def assign_experts(
+    cfg: RouterConfig, *, tokens_per_rank: int, n_ranks: int, n_experts: int, top_k: int,
+    seed: int, layer: int, microbatch: int = 0, step: int = 0, n_group: int = 1,
+    topk_group: int = 1,
+) -> np.ndarray:
+    """Each token's experts: int64 [n_ranks, tokens_per_rank, top_k], distinct per token, in
+    choice order. The same draw ``route_tokens`` counts, for the same arguments."""
+    p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
+                    step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
+    columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
+                              top_k=top_k, seed=seed, layer=layer, microbatch=microbatch,
+                              step=step, n_group=n_group, topk_group=topk_group)
+    return np.ascontiguousarray(columns.T, dtype=np.int64).reshape(n_ranks, tokens_per_rank, top_k)
+
+
+def _popularity(
+    cfg: RouterConfig, *, n_experts: int, seed: int, layer: int, microbatch: int, step: int,
+    shape: tuple[int, int, int, int, int],
+) -> np.ndarray:
+    tokens_per_rank, n_ranks, top_k, n_group, topk_group = shape
+    check_shape(tokens_per_rank=tokens_per_rank, n_ranks=n_ranks, n_experts=n_experts,
+                top_k=top_k, n_group=n_group, topk_group=topk_group)
+    for field, value in (("seed", seed), ("layer", layer), ("microbatch", microbatch),
+                         ("step", step)):
+        check_index(field, value, minimum=0)
+    return layer_popularity(cfg, n_experts=n_experts, seed=seed, layer=layer,
+                            microbatch=microbatch, step=step)
+
+
+def capacity_per_expert(capacity_factor: float, tokens_per_rank: int, top_k: int,
+                        n_experts: int) -> int:
+    """Megatron's per-expert capacity at one source rank: ceil(cf x tokens x top_k / E)."""
+    return math.ceil(capacity_factor * tokens_per_rank * top_k / n_experts)
+
+
+def keep_mask(columns: np.ndarray, n_ranks: int, n_experts: int, capacity: int) -> np.ndarray:
+    """bool like ``columns`` [top_k, n_ranks * tokens]: per source rank and expert, the first
+    ``capacity`` assignments in (slot, token) order are kept - every token's first choice before
+    any token's second. Loops over ranks, not tokens."""
+    key_type = np.uint16 if n_experts <= 2**16 else np.int64
+    keep = np.empty(columns.shape, dtype=bool)
+    per_rank = columns.shape[1] // n_ranks
+    for rank in range(n_ranks):
+        sl = slice(rank * per_rank, (rank + 1) * per_rank)
+        flat = columns[:, sl].ravel().astype(key_type)
+        order = np.argsort(flat, kind="stable")
+        counts = np.bincount(flat, minlength=n_experts)
+        starts = np.repeat(np.cumsum(counts) - counts, counts)
+        occurrence = np.empty(flat.size, dtype=np.int64)
+        occurrence[order] = np.arange(flat.size) - starts
+        keep[:, sl] = (occurrence < capacity).reshape(columns.shape[0], -1)
+    return keep
+
+
+def _dedup_rank_tokens(
+    dst: np.ndarray, src: np.ndarray, keep: np.ndarray | None, n_ranks: int
+) -> np.ndarray:
+    """int64 [n_ranks, n_ranks]: tokens of src with >= 1 kept expert on dst.
+
+    ``dst`` [top_k, n_tokens]: destination rank of each assignment; ``src`` [n_tokens]."""
+    first = np.ones(dst.shape, dtype=bool) if keep is None else keep.copy()
+    for slot in range(1, dst.shape[0]):
+        for earlier in range(slot):
+            same = dst[earlier] == dst[slot]
+            if keep is not None:
+                same &= keep[earlier]
+            first[slot] &= ~same
+    pairs = (src[None, :] * n_ranks + dst)[first]
+    return np.bincount(pairs, minlength=n_ranks * n_ranks).reshape(n_ranks, n_ranks)
+
+
+def route_tokens(
+    cfg: RouterConfig, *, tokens_per_rank: int, n_ranks: int, n_experts: int, top_k: int,
+    seed: int, layer: int, microbatch: int = 0, step: int = 0, n_group: int = 1,
+    topk_group: int = 1,
+) -> RoutingResult:
+    """Route ``tokens_per_rank`` tokens on each of ``n_ranks`` EP ranks to ``top_k`` of
+    ``n_experts`` experts, for one (layer, micro-batch, step). Same arguments -> same arrays."""
+    p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
+                    step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
+    expert_to_rank = place_experts(cfg.placement, n_experts, n_ranks)
+    columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
+                              top_k=top_k, seed=seed, layer=layer, microbatch=microbatch,
+                              step=step, n_group=n_group, topk_group=topk_group)
+    src = np.repeat(np.arange(n_ranks, dtype=np.int32), tokens_per_rank)
+    wanted = np.bincount((src[None, :] * n_experts + columns).ravel(),
+                         minlength=n_ranks * n_experts).reshape(n_ranks, n_experts)
+    keep = None
+    tokens = wanted
+    if cfg.capacity_factor is not None:
+        capacity = capacity_per_expert(cfg.capacity_factor, tokens_per_rank, top_k, n_experts)
+        tokens = np.minimum(wanted, capacity)
+        if np.any(wanted > capacity):
+            keep = keep_mask(columns, n_ranks, n_experts, capacity)
+    on_rank = expert_to_rank[:, None] == np.arange(n_ranks)[None, :]
+    dst = expert_to_rank.astype(np.int32)[columns]
+    return RoutingResult(
+        tokens=tokens,
+        dropped=wanted - tokens,
+        expert_to_rank=expert_to_rank,
+        rank_tokens=tokens @ on_rank.astype(np.int64),
+        rank_tokens_dedup=_dedup_rank_tokens(dst, src, keep, n_ranks),
+        popularity=p,
+    )

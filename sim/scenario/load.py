@@ -1,0 +1,102 @@
+"""Read a scenario YAML file (safe loader) into a validated :class:`Scenario`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.errors import ConfigError
+from sim.hardware import get_gpu
+from sim.model import ModelConfig, get_model, model_from_dict
+from sim.router import RouterConfig
+from sim.scenario.fields import build_plain, check_keys, check_type
+from sim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
+
+TOP_KEYS = [
+    "name",
+    "description",
+    "seed",
+    "model",
+    "gpu",
+    "fabric",
+    "workload",
+    "router",
+    "slow_gpus",
+]
+FABRIC_KEYS = ["preset", "params", "multipath", "batch_window_rel", "derate", "faults"]
+
+
+def load_scenario_file(path: str | Path) -> Scenario:
+    """Parse ``path`` (YAML) into a scenario; any bad field raises ConfigError naming it."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), f"not valid YAML ({exc.__class__.__name__})") from exc
+    except OSError as exc:
+        raise ConfigError("scenario", f"cannot read {path}: {exc.strerror}") from exc
+    return scenario_from_dict(data, default_name=Path(path).stem)
+
+
+def scenario_from_dict(data: object, default_name: str = "scenario") -> Scenario:
+    """Build a scenario from a mapping shaped like the YAML files in ``scenarios/``."""
+    top = check_keys(data, TOP_KEYS, "scenario")
+    gpu = check_type(top.get("gpu", "H100"), str, "scenario.gpu")
+    get_gpu(gpu)
+    return Scenario(
+        name=check_type(top.get("name", default_name), str, "scenario.name"),
+        description=check_type(top.get("description", ""), str, "scenario.description"),
+        seed=check_type(top.get("seed", 0), int, "scenario.seed"),
+        model=_model(top.get("model", "mixtral-8x7b")),
+        gpu=gpu,
+        fabric=_fabric(top.get("fabric", {})),
+        workload=build_plain(WorkloadSpec, top.get("workload", {}), "workload"),
+        router=build_plain(RouterConfig, top.get("router", {}), "router"),
+        slow_gpus=_slow_gpus(top.get("slow_gpus", {})),
+    )
+
+
+def _model(value: object) -> ModelConfig:
+    if isinstance(value, str):
+        return get_model(value)
+    if isinstance(value, Mapping):
+        return model_from_dict(value)
+    raise ConfigError("scenario.model", "must be a preset name or a mapping of model fields")
+
+
+def _fabric(value: object) -> FabricSpec:
+    data = check_keys(value, FABRIC_KEYS, "fabric")
+    params = check_keys(data.get("params", {}), list(data.get("params", {}) or {}), "fabric.params")
+    faults = data.get("faults", [])
+    if not isinstance(faults, list) or not all(isinstance(f, Mapping) for f in faults):
+        raise ConfigError(
+            "fabric.faults", "must be a list of {link: [u, v], kind: degrade|down, factor}"
+        )
+    plain = {k: v for k, v in data.items() if k not in ("params", "faults")}
+    spec = build_plain(FabricSpec, plain, "fabric")
+    return FabricSpec(
+        preset=spec.preset,
+        params=tuple(sorted((str(k), _freeze(v)) for k, v in params.items())),
+        multipath=spec.multipath,
+        batch_window_rel=spec.batch_window_rel,
+        derate=spec.derate,
+        faults=tuple(tuple(sorted((str(k), _freeze(v)) for k, v in f.items())) for f in faults),
+    )
+
+
+def _freeze(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _slow_gpus(value: object) -> tuple[tuple[int, float], ...]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            "scenario.slow_gpus", "must map GPU index to slowdown factor, e.g. {3: 1.5}"
+        )
+    out = []
+    for gpu, factor in value.items():
+        check_type(gpu, int, "slow_gpus")
+        out.append((gpu, check_type(factor, float, f"slow_gpus.{gpu}")))
+    return tuple(sorted(out))

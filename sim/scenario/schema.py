@@ -1,0 +1,94 @@
+"""A scenario: model + GPU + fabric + workload + router, as frozen, validated records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.errors import ConfigError
+from sim.model import ModelConfig
+from sim.router import RouterConfig
+from sim.workload.costs import WIRE_DTYPES
+
+MULTIPATH = ("ecmp", "dmodk", "spray")
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """Which fabric (a topology preset plus overrides), how it routes, what is broken."""
+
+    preset: str = "hgx-h100"
+    params: tuple[tuple[str, object], ...] = ()  # overrides of the preset's builder params
+    multipath: str = "ecmp"
+    batch_window_rel: float = 0.0  # 0 = exact; see sim.engine.network
+    derate: bool = True  # apply the achievable-bandwidth calibration per link tier
+    faults: tuple[tuple[tuple[str, object], ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.multipath not in MULTIPATH:
+            raise ConfigError(
+                "fabric.multipath", f"unknown '{self.multipath}'; allowed: {', '.join(MULTIPATH)}"
+            )
+        if not 0 <= self.batch_window_rel <= 0.2:
+            raise ConfigError("fabric.batch_window_rel", "must be in [0, 0.2] (0 = exact)")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One micro-batch through ``layers`` MoE layers on one EP group of ``ep`` ranks."""
+
+    ep: int = 8
+    layers: int = 4
+    tokens_per_rank: int = 4096
+    seq_len: int = 4096
+    dispatch_dtype: str = "fp8"
+    combine_dtype: str = "bf16"
+    dedup: bool = True  # DeepEP sends a token once per destination rank
+    backward: bool = True
+    first_gpu: int = 0
+    gpu_stride: int = 1  # EP rank r runs on GPU first_gpu + r * gpu_stride
+
+    def __post_init__(self) -> None:
+        for name in ("ep", "layers", "tokens_per_rank", "seq_len", "gpu_stride"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"workload.{name}", "must be >= 1")
+        if self.first_gpu < 0:
+            raise ConfigError("workload.first_gpu", "must be >= 0")
+        for name in ("dispatch_dtype", "combine_dtype"):
+            if getattr(self, name) not in WIRE_DTYPES:
+                raise ConfigError(
+                    f"workload.{name}", f"unknown '{getattr(self, name)}'; allowed: fp8, bf16"
+                )
+
+    def gpu_ids(self) -> list[int]:
+        return [self.first_gpu + r * self.gpu_stride for r in range(self.ep)]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything one run needs; ``seed`` seeds every random draw of the run."""
+
+    name: str
+    model: ModelConfig
+    gpu: str = "H100"
+    fabric: FabricSpec = field(default_factory=FabricSpec)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    router: RouterConfig = field(default_factory=RouterConfig)
+    slow_gpus: tuple[tuple[int, float], ...] = ()  # (gpu index, slowdown factor >= 1)
+    seed: int = 0
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        wl, model = self.workload, self.model
+        if model.n_routed_experts % wl.ep:
+            raise ConfigError(
+                "workload.ep",
+                f"{model.n_routed_experts} experts do not divide over ep={wl.ep}; "
+                f"ep must divide {model.n_routed_experts}",
+            )
+        if wl.layers > model.n_moe_layers:
+            raise ConfigError(
+                "workload.layers", f"model {model.name} has {model.n_moe_layers} MoE layers"
+            )
+        for gpu, factor in self.slow_gpus:
+            if factor < 1:
+                raise ConfigError(f"slow_gpus.{gpu}", f"slowdown must be >= 1, got {factor}")

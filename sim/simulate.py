@@ -1,0 +1,111 @@
+"""Assemble a scenario into engine + workload and simulate it once.
+
+``simulate(scenario)`` returns the raw material (trace, network, routings,
+costs); :mod:`sim.run` turns it, with its counterfactuals, into a result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import networkx as nx
+import numpy as np
+import simpy
+
+from sim.engine.fabric import Fabric
+from sim.engine.network import FlowNetwork
+from sim.engine.routing import Router
+from sim.errors import ConfigError
+from sim.fabric_build import build_graph, fabric_for
+from sim.hardware import get_gpu
+from sim.router import RouterConfig, RoutingResult, route_tokens
+from sim.scenario.schema import Scenario
+from sim.workload.costs import LayerCosts, LayerShape, layer_costs
+from sim.workload.moe_stack import StackTrace, WireFormat, replay_moe_stack
+
+
+@dataclass
+class Simulation:
+    """One simulated run: what happened, on what."""
+
+    scenario: Scenario
+    fabric: Fabric
+    gpus: np.ndarray
+    slowdown: np.ndarray  # per EP rank
+    routings: list[RoutingResult]
+    costs: list[LayerCosts]
+    trace: StackTrace
+    net: FlowNetwork
+
+    @property
+    def step_time_s(self) -> float:
+        return float(np.nanmax(self.trace.end_s))
+
+
+def route_layers(scn: Scenario, router: RouterConfig) -> list[RoutingResult]:
+    """The routing of each replayed layer (seeded by the scenario)."""
+    m, wl = scn.model, scn.workload
+    return [
+        route_tokens(
+            router,
+            tokens_per_rank=wl.tokens_per_rank,
+            n_ranks=wl.ep,
+            n_experts=m.n_routed_experts,
+            top_k=m.top_k,
+            seed=scn.seed,
+            layer=layer,
+            n_group=m.n_group,
+            topk_group=m.topk_group,
+        )
+        for layer in range(wl.layers)
+    ]
+
+
+def simulate(
+    scn: Scenario,
+    *,
+    graph: nx.DiGraph | None = None,
+    balanced: bool = False,
+    ignore_slowdowns: bool = False,
+) -> Simulation:
+    """Simulate ``scn`` once.
+
+    ``balanced`` swaps in the uniform router (what Megatron's
+    --moe-router-force-load-balancing produces: random affinities, balanced in
+    expectation, with each token's experts spread as a real router spreads them).
+    """
+    gpu = get_gpu(scn.gpu)
+    fabric = fabric_for(
+        graph if graph is not None else build_graph(scn.fabric), gpu.name, scn.fabric.derate
+    )
+    gpus = np.array(scn.workload.gpu_ids(), dtype=np.int64)
+    if gpus.max() >= fabric.n_gpus:
+        raise ConfigError(
+            "workload",
+            f"EP group needs GPU {int(gpus.max())} but the fabric has {fabric.n_gpus} GPUs",
+        )
+    slow = dict(scn.slow_gpus)
+    slowdown = np.array([1.0 if ignore_slowdowns else slow.get(int(g), 1.0) for g in gpus])
+    router = replace(scn.router, kind="uniform") if balanced else scn.router
+    routings = route_layers(scn, router)
+    shape = LayerShape(scn.model, scn.workload.tokens_per_rank, scn.workload.seq_len)
+    costs = [layer_costs(shape, gpu, r, slowdown) for r in routings]
+    env = simpy.Environment()
+    net = FlowNetwork(
+        env, Router(fabric, scn.fabric.multipath), batch_window_rel=scn.fabric.batch_window_rel
+    )
+    wire = WireFormat(
+        scn.model.hidden_size, scn.workload.dispatch_dtype, scn.workload.combine_dtype
+    )
+    trace = replay_moe_stack(
+        env,
+        net,
+        gpus,
+        routings,
+        costs,
+        wire,
+        dedup=scn.workload.dedup,
+        backward=scn.workload.backward,
+    )
+    env.run()
+    return Simulation(scn, fabric, gpus, slowdown, routings, costs, trace, net)

@@ -1,0 +1,71 @@
+"""The CLI: readable summary, JSON record, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sim.cli import main
+
+
+def test_run_prints_summary_and_json() -> None:
+    runner = CliRunner()
+    out = runner.invoke(main, ["run", "ep8-hot-expert"])
+    assert out.exit_code == 0, out.output
+    assert "expert_imbalance" in out.output and "step time" in out.output
+    rec = json.loads(runner.invoke(main, ["run", "ep8-balanced", "--json"]).output)
+    for key in (
+        "step_time_s",
+        "tokens_per_s",
+        "seed",
+        "dropped_tokens",
+        "ranks",
+        "links",
+        "stragglers",
+    ):
+        assert key in rec
+
+
+def _bad(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", "run", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_unknown_field_is_one_line_exit_2(tmp_path: Path) -> None:
+    res = _bad(tmp_path, "model: mixtral-8x7b\nworkload: {ep: 8, layerz: 2}\n")
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0
+    assert "workload.layerz" in res.stderr and "allowed" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_wrong_type_and_impossible_layout(tmp_path: Path) -> None:
+    res = _bad(tmp_path, "model: mixtral-8x7b\nworkload: {ep: eight}\n")
+    assert res.returncode == 2 and "workload.ep" in res.stderr
+    res = _bad(tmp_path, "model: mixtral-8x7b\nworkload: {ep: 3}\n")
+    assert res.returncode == 2 and "ep must divide 8" in res.stderr
+    res = _bad(tmp_path, "model: mixtral-8x7b\nfabric: {preset: nosuch}\n")
+    assert res.returncode == 2 and "fabric" in res.stderr
+    res = _bad(tmp_path, "model: mixtral-8x7b\nrouter: {kind: zip}\n")
+    assert res.returncode == 2 and "router.kind" in res.stderr
+
+
+def test_yaml_is_never_executed(tmp_path: Path) -> None:
+    res = _bad(tmp_path, "model: !!python/object/apply:os.system ['echo pwned']\n")
+    assert res.returncode == 2 and "pwned" not in res.stdout
+
+
+def test_topo_summary() -> None:
+    out = CliRunner().invoke(main, ["topo", "rail-h100-4x-4to1", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["gpus"] == 32

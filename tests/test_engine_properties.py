@@ -1,0 +1,126 @@
+"""Invariants of the engine on random fabrics and flow sets (hypothesis)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_engine_support import leaf_spine, route_of, run_flows
+
+from sim.engine.maxmin import max_min_rates
+
+REL = 1e-9
+
+
+# ------------------------------------------------- reference max-min solver
+def reference_max_min(routes: list[list[tuple[int, float]]], cap: list[float]) -> list[float]:
+    """Textbook progressive filling, one saturated link per step, in plain Python."""
+    rate: list[float | None] = [None] * len(routes)
+    used = [0.0] * len(cap)
+    while any(r is None for r in rate):
+        best, best_link = float("inf"), -1
+        for link, c in enumerate(cap):
+            w = sum(wt for f, r in enumerate(routes) if rate[f] is None for lk, wt in r
+                    if lk == link)
+            if w > 0 and (c - used[link]) / w < best:
+                best, best_link = (c - used[link]) / w, link
+        for f, r in enumerate(routes):
+            if rate[f] is None and any(lk == best_link for lk, _ in r):
+                rate[f] = best
+                for lk, wt in r:
+                    used[lk] += wt * best
+    return [float(r) for r in rate if r is not None]
+
+
+@st.composite
+def incidence(draw: st.DrawFn) -> tuple[list[list[tuple[int, float]]], list[float]]:
+    n_links = draw(st.integers(1, 6))
+    cap = draw(st.lists(st.floats(1.0, 100.0), min_size=n_links, max_size=n_links))
+    weight = st.sampled_from([1.0, 0.5, 0.25]) | st.floats(0.05, 1.0)
+    routes = []
+    for _ in range(draw(st.integers(1, 8))):
+        on = draw(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=n_links,
+                           unique=True))
+        routes.append([(lk, draw(weight)) for lk in on])
+    return routes, cap
+
+
+def as_padded(routes: list[list[tuple[int, float]]], n_links: int) -> tuple[np.ndarray, ...]:
+    hops = max(len(r) for r in routes)
+    links = np.full((hops, len(routes)), n_links, dtype=np.int64)
+    wts = np.zeros(links.shape)
+    for f, r in enumerate(routes):
+        for h, (lk, wt) in enumerate(r):
+            links[h, f], wts[h, f] = lk, wt
+    return links, wts
+
+
+@settings(max_examples=300, deadline=None)
+@given(incidence())
+def test_max_min_equals_sequential_progressive_filling(
+    case: tuple[list[list[tuple[int, float]]], list[float]],
+) -> None:
+    routes, cap = case
+    links, wts = as_padded(routes, len(cap))
+    alloc = max_min_rates(links, wts, np.array(cap))
+    assert alloc.rate_Bps == pytest.approx(reference_max_min(routes, cap), rel=REL)
+    # Feasible, and max-min: every flow crosses a saturated link where no flow gets more.
+    load = np.bincount(links.ravel(), (wts * alloc.rate_Bps).ravel(), len(cap) + 1)[:-1]
+    assert np.all(load <= np.array(cap) * (1 + REL))
+    for f, r in enumerate(routes):
+        assert any(
+            load[lk] >= cap[lk] * (1 - REL)
+            and all(alloc.rate_Bps[g] <= alloc.rate_Bps[f] * (1 + REL)
+                    for g, rg in enumerate(routes) if any(x == lk for x, _ in rg))
+            for lk, _ in r
+        ), f"flow {f} has no bottleneck link"
+    assert alloc.passes <= len(cap)
+
+
+# ----------------------------------------------------- random fabric + flows
+@st.composite
+def scenario(draw: st.DrawFn) -> tuple:
+    gpus_per_leaf = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    n_gpus = sum(gpus_per_leaf)
+    if n_gpus < 2:
+        gpus_per_leaf = [*gpus_per_leaf, 1]
+        n_gpus += 1
+    spines = draw(st.integers(1, 3))
+    ups = draw(st.lists(st.sampled_from([10.0, 25.0, 50.0]),
+                        min_size=len(gpus_per_leaf) * spines,
+                        max_size=len(gpus_per_leaf) * spines))
+    graph = leaf_spine(gpus_per_leaf, spines, access_gbps=draw(st.sampled_from([25.0, 100.0])),
+                       uplink_gbps=ups, access_ns=draw(st.integers(0, 1000)))
+    flows = []
+    for _ in range(draw(st.integers(1, 12))):
+        src = draw(st.integers(0, n_gpus - 1))
+        dst = (src + draw(st.integers(1, n_gpus - 1))) % n_gpus
+        flows.append((draw(st.sampled_from([0.0, 0.0, 1e-5, 3e-5])), src, dst,
+                      draw(st.floats(1e3, 1e7))))
+    mode = draw(st.sampled_from(["ecmp", "dmodk", "spray"]))
+    eps = draw(st.sampled_from([0.0, 0.0, 0.05, 0.3]))
+    return graph, flows, mode, eps
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenario())
+def test_bytes_conserved_capacity_respected_no_flow_beats_idle(case: tuple) -> None:
+    graph, flows, mode, eps = case
+    net = run_flows(graph, flows, mode=mode, eps=eps)
+    fab = net.fabric
+    expected = np.zeros(fab.n_links)
+    for f in range(net.flows.n):
+        links, wts = route_of(net, f)
+        np.add.at(expected, links, wts * net.flows["size_bytes"][f])
+        first = links[0]
+        assert fab.node_kind[fab.link_src[first]] == "gpu"
+    assert net.stats.bytes == pytest.approx(expected, rel=REL, abs=1e-6)
+    times, util = net.stats.timeline()
+    assert np.all(np.diff(times) > 0)
+    assert np.all(util <= 1 + REL)
+    fl = net.flows
+    assert np.all(fl["rem_bytes"] == 0.0)
+    assert np.all(fl["finish_s"] >= (fl["start_s"] + fl["ideal_s"]) * (1 - REL))
+    assert np.all(fl["finish_s"] == fl["drain_s"] + fl["latency_s"])
+    assert np.all(net.stats.busy_s <= fl["drain_s"].max() * (1 + REL))

@@ -1,0 +1,69 @@
+"""Shared helpers for builders: graph creation, full-duplex links, input checks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import networkx as nx
+
+from topologies.constants import FABRICS, LATENCY, LatencyProfile
+from topologies.errors import TopologyError
+
+SWITCH_TIER: dict[str, int] = {"nvswitch": 0, "leaf": 1, "spine": 2, "core": 3}
+
+
+def new_graph(
+    name: str, family: str, gpus_per_host: int, nvlink_domain_size: int, fabric: str,
+    **attrs: Any,
+) -> nx.DiGraph:
+    """An empty fabric graph carrying the schema's graph attributes."""
+    return nx.DiGraph(
+        name=name, family=family, gpus_per_host=gpus_per_host,
+        nvlink_domain_size=nvlink_domain_size, fabric=fabric, **attrs,
+    )
+
+
+def add_link(
+    g: nx.DiGraph, u: str, v: str, bw_gbps: float, latency_ns: float, tier: str
+) -> None:
+    """One physical full-duplex link = two directed edges with the same attributes."""
+    g.add_edge(u, v, bw_gbps=bw_gbps, latency_ns=latency_ns, tier=tier)
+    g.add_edge(v, u, bw_gbps=bw_gbps, latency_ns=latency_ns, tier=tier)
+
+
+def add_switch(g: nx.DiGraph, name: str, kind: str, **attrs: Any) -> str:
+    """A switch node of ``kind`` with its integer ``tier``; returns the name."""
+    g.add_node(name, kind=kind, tier=SWITCH_TIER[kind], **attrs)
+    return name
+
+
+def check_choice(field: str, value: object, allowed: Iterable[object]) -> None:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        names = ", ".join(str(a) for a in allowed)
+        raise TopologyError(field, f"unknown {value!r}; allowed: {names}")
+
+
+def check_int(field: str, value: object, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise TopologyError(field, f"must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def check_positive(field: str, value: object) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)) or float(value) <= 0:  # type: ignore[arg-type]
+        raise TopologyError(field, f"must be a number > 0, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def latency_for(fabric: str) -> LatencyProfile:
+    check_choice("fabric", fabric, FABRICS)
+    return LATENCY[fabric]
+
+
+def ports(bw_gbps: float, port_bw_gbps: float) -> int:
+    """Physical ports (cables) needed to carry ``bw_gbps`` at ``port_bw_gbps`` each."""
+    return max(1, math.ceil(bw_gbps / port_bw_gbps - 1e-9))

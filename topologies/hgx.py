@@ -1,0 +1,75 @@
+"""HGX hosts: GPUs on one NVSwitch fabric per host, one NIC per GPU over PCIe.
+
+::
+
+    h0/gpu0  h0/gpu1  ...  h0/gpu7          nvlink: gpu <-> h0/nvsw
+       \\  |  \\  |            |  \\
+        \\ |   \\ |  h0/nvsw   |   \\        pcie:   gpu i <-> h0/nic i
+       h0/nic0  h0/nic1  ...  h0/nic7        (NICs unconnected here; the fat-tree
+                                             builders attach them to rail leaves)
+
+Node names: ``h{host}/gpu{i}``, ``h{host}/nvsw``, ``h{host}/nic{i}``.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from topologies._graph import (
+    add_link,
+    add_switch,
+    check_choice,
+    check_int,
+    check_positive,
+    latency_for,
+    new_graph,
+)
+from topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, pcie_bw_for
+
+HGX_GPUS_PER_HOST = 8
+
+
+def add_hosts(
+    g: nx.DiGraph, hosts: int, gpus_per_host: int, nvlink_bw_gbps: float,
+    nic_bw_gbps: float, fabric: str,
+) -> None:
+    """Add ``hosts`` hosts, each its own NVLink domain, GPUs numbered host-major."""
+    lat = latency_for(fabric)
+    pcie_bw = pcie_bw_for(nic_bw_gbps)
+    for h in range(hosts):
+        nvsw = add_switch(g, f"h{h}/nvsw", "nvswitch", host=h, domain=h)
+        for i in range(gpus_per_host):
+            gpu, nic = f"h{h}/gpu{i}", f"h{h}/nic{i}"
+            g.add_node(gpu, kind="gpu", gpu=h * gpus_per_host + i, host=h, local=i, domain=h)
+            g.add_node(nic, kind="nic", host=h, rail=i)
+            add_link(g, gpu, nvsw, nvlink_bw_gbps, lat.nvlink_ns, "nvlink")
+            add_link(g, gpu, nic, pcie_bw, lat.pcie_ns, "pcie")
+
+
+def hgx_node(
+    gpu: str = "H100",
+    hosts: int = 1,
+    nic_bw_gbps: float = CX7_BW_GBPS,
+    fabric: str = "ib",
+    name: str | None = None,
+) -> nx.DiGraph:
+    """HGX 8-GPU host(s): one NVSwitch domain per host, one NIC per GPU (unconnected).
+
+    With ``hosts > 1`` the hosts are separate islands (no scale-out network); use
+    :func:`topologies.rail.rail_fat_tree` to join them.
+
+    >>> g = hgx_node("H100")
+    >>> g.graph["nvlink_domain_size"], g.number_of_nodes()
+    (8, 17)
+    >>> g.edges["h0/gpu3", "h0/nvsw"]["bw_gbps"], g.edges["h0/gpu3", "h0/nic3"]["tier"]
+    (450.0, 'pcie')
+    """
+    check_choice("gpu", gpu, HGX_GPUS)
+    check_int("hosts", hosts)
+    check_positive("nic_bw_gbps", nic_bw_gbps)
+    g = new_graph(
+        name or f"hgx-{gpu.lower()}", "hgx", HGX_GPUS_PER_HOST, HGX_GPUS_PER_HOST, fabric,
+        gpu=gpu, hosts=hosts, port_bw_gbps=float(nic_bw_gbps),
+    )
+    add_hosts(g, hosts, HGX_GPUS_PER_HOST, NVLINK_BW_GBPS[gpu], float(nic_bw_gbps), fabric)
+    return g

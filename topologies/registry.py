@@ -1,0 +1,98 @@
+"""Topology builders by name, and YAML presets in ``topologies/presets/<name>.yaml``.
+
+A preset file has ``builder`` (a registered builder name), optional ``description`` and
+``params`` (keyword arguments of the builder, units in comments). ``load_preset(name,
+**overrides)`` merges ``overrides`` over ``params``; unknown keys raise
+:class:`~topologies.errors.TopologyError` naming the key and listing the allowed ones.
+The built graph's ``name`` is the preset name unless ``name`` is overridden.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import yaml
+
+from topologies.errors import TopologyError
+from topologies.fat_tree import fat_tree
+from topologies.hgx import hgx_node
+from topologies.mpft import multi_plane_fat_tree
+from topologies.nvl72 import nvl72
+from topologies.rail import rail_fat_tree
+
+Builder = Callable[..., nx.DiGraph]
+PRESET_DIR = Path(__file__).parent / "presets"
+PRESET_KEYS = ("builder", "description", "params")
+
+TOPOLOGIES: dict[str, Builder] = {}
+
+
+def register(name: str, builder: Builder) -> Builder:
+    """Add ``builder`` under ``name``; a name already taken is an error."""
+    if name in TOPOLOGIES:
+        raise TopologyError("topology", f"duplicate name {name!r}; already registered")
+    TOPOLOGIES[name] = builder
+    return builder
+
+
+for _builder in (hgx_node, rail_fat_tree, nvl72, multi_plane_fat_tree, fat_tree):
+    register(_builder.__name__, _builder)
+
+
+def _check_params(builder_name: str, params: Mapping[str, Any], field: str) -> None:
+    allowed = list(inspect.signature(TOPOLOGIES[builder_name]).parameters)
+    for key in params:
+        if key not in allowed:
+            raise TopologyError(f"{field}.{key}", f"unknown key for {builder_name}; allowed: "
+                                                  f"{', '.join(allowed)}")
+
+
+def build(topology: str, /, **params: Any) -> nx.DiGraph:
+    """Build the registered ``topology`` with keyword ``params`` (``name`` names the graph)."""
+    if topology not in TOPOLOGIES:
+        raise TopologyError("topology",
+                            f"unknown {topology!r}; allowed: {', '.join(TOPOLOGIES)}")
+    _check_params(topology, params, topology)
+    return TOPOLOGIES[topology](**params)
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets (file stems under ``topologies/presets``)."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def read_preset(name: str) -> dict[str, Any]:
+    """The validated content of preset ``name`` (builder, description, params)."""
+    path = PRESET_DIR / f"{name}.yaml"
+    if name not in preset_names():
+        raise TopologyError("preset", f"unknown {name!r}; allowed: {', '.join(preset_names())}")
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise TopologyError(f"preset {name}", "must be a mapping with builder and params")
+    for key in data:
+        if key not in PRESET_KEYS:
+            raise TopologyError(f"preset {name}.{key}",
+                                f"unknown key; allowed: {', '.join(PRESET_KEYS)}")
+    if data.get("builder") not in TOPOLOGIES:
+        raise TopologyError(f"preset {name}.builder", f"unknown {data.get('builder')!r}; "
+                                                       f"allowed: {', '.join(TOPOLOGIES)}")
+    data.setdefault("params", {})
+    _check_params(data["builder"], data["params"], f"preset {name}.params")
+    return data
+
+
+def load_preset(preset: str, /, **overrides: Any) -> nx.DiGraph:
+    """Build ``preset``, with ``overrides`` replacing its params (``name`` renames the graph).
+
+    >>> g = load_preset("hgx-h800")
+    >>> g.graph["name"], g.edges["h0/gpu0", "h0/nvsw"]["bw_gbps"]
+    ('hgx-h800', 200.0)
+    """
+    data = read_preset(preset)
+    _check_params(data["builder"], overrides, preset)
+    params = {"name": preset, **data["params"], **overrides}
+    return TOPOLOGIES[data["builder"]](**params)
