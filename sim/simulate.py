@@ -14,6 +14,7 @@ import simpy
 
 from sim.engine.fabric import Fabric
 from sim.engine.network import FlowNetwork
+from sim.engine.pxn import PxnRouter
 from sim.engine.routing import Router
 from sim.errors import ConfigError
 from sim.fabric_build import build_graph, fabric_for
@@ -91,9 +92,8 @@ def simulate(
     shape = LayerShape(scn.model, scn.workload.tokens_per_rank, scn.workload.seq_len)
     costs = [layer_costs(shape, gpu, r, slowdown) for r in routings]
     env = simpy.Environment()
-    net = FlowNetwork(
-        env, Router(fabric, scn.fabric.multipath), batch_window_rel=scn.fabric.batch_window_rel
-    )
+    paths = (PxnRouter if scn.fabric.pxn else Router)(fabric, scn.fabric.multipath)
+    net = FlowNetwork(env, paths, batch_window_rel=scn.fabric.batch_window_rel)
     wire = WireFormat(
         scn.model.hidden_size, scn.workload.dispatch_dtype, scn.workload.combine_dtype
     )

@@ -26,7 +26,7 @@ TOP_KEYS = [
     "router",
     "slow_gpus",
 ]
-FABRIC_KEYS = ["preset", "params", "multipath", "batch_window_rel", "derate", "faults"]
+FABRIC_KEYS = ["preset", "params", "multipath", "batch_window_rel", "pxn", "derate", "faults"]
 
 
 def load_scenario_file(path: str | Path) -> Scenario:
@@ -81,6 +81,7 @@ def _fabric(value: object) -> FabricSpec:
         params=tuple(sorted((str(k), _freeze(v)) for k, v in params.items())),
         multipath=spec.multipath,
         batch_window_rel=spec.batch_window_rel,
+        pxn=spec.pxn,
         derate=spec.derate,
         faults=tuple(tuple(sorted((str(k), _freeze(v)) for k, v in f.items())) for f in faults),
     )

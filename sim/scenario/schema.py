@@ -20,6 +20,7 @@ class FabricSpec:
     params: tuple[tuple[str, object], ...] = ()  # overrides of the preset's builder params
     multipath: str = "ecmp"
     batch_window_rel: float = 0.0  # 0 = exact; see sim.engine.network
+    pxn: bool = False  # cross-rail traffic via NVLink to the rail-matched GPU (NCCL PXN)
     derate: bool = True  # apply the achievable-bandwidth calibration per link tier
     faults: tuple[tuple[tuple[str, object], ...], ...] = ()
 
