@@ -102,5 +102,34 @@ def topo(name: str, as_json: bool, draw: str | None) -> None:
         click.echo(f"{key:<22} {value}")
 
 
+@main.command()
+@click.argument("fabric")
+@click.option("--tp", type=int, default=1, show_default=True)
+@click.option("--pp", type=int, default=1, show_default=True)
+@click.option("--ep", type=int, default=1, show_default=True)
+@click.option("--etp", type=int, default=1, show_default=True)
+@click.option("--cp", type=int, default=1, show_default=True)
+@click.option("--dp", type=int, default=None, help="Default: whatever fills the fabric.")
+@click.option("--json", "as_json", is_flag=True, help="Print the placement as JSON.")
+@_user_errors
+def place(fabric: str, tp: int, pp: int, ep: int, etp: int, cp: int, dp: int | None, as_json: bool) -> None:
+    """Where each parallel group of a layout lands on fabric preset FABRIC (Megatron rank order)."""
+    from dataclasses import asdict
+
+    import topologies
+    from sim.layout import ParallelLayout
+    from sim.placement import place as place_groups
+    from sim.placement import placement_table
+
+    graph = topologies.load_preset(fabric)
+    if dp is None:
+        dp = max(graph.graph.get("hosts", 1) * graph.graph.get("gpus_per_host", 1) // (tp * pp * cp), 1)
+    entries = place_groups(ParallelLayout(tp=tp, pp=pp, ep=ep, etp=etp, cp=cp, dp=dp).validate(), graph)
+    if as_json:
+        click.echo(json.dumps([asdict(e) for e in entries], indent=2))
+    else:
+        click.echo(placement_table(entries))
+
+
 if __name__ == "__main__":
     main()

@@ -69,3 +69,13 @@ def test_topo_summary() -> None:
     out = CliRunner().invoke(main, ["topo", "rail-h100-4x-4to1", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["gpus"] == 32
+
+
+def test_place_reports_groups_and_rejects_bad_layouts() -> None:
+    out = CliRunner().invoke(main, ["place", "rail-h800-64", "--ep", "8", "--json"])
+    assert out.exit_code == 0, out.output
+    ep = next(e for e in json.loads(out.output) if e["kind"] == "ep")
+    assert ep["span"] == "nvlink" and ep["size"] == 8
+    bad = subprocess.run([sys.executable, "-m", "sim.cli", "place", "rail-h800-64", "--ep", "3"],
+                         capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "layout.ep" in bad.stderr and "Traceback" not in bad.stderr
