@@ -112,7 +112,9 @@ def topo(name: str, as_json: bool, draw: str | None) -> None:
 @click.option("--dp", type=int, default=None, help="Default: whatever fills the fabric.")
 @click.option("--json", "as_json", is_flag=True, help="Print the placement as JSON.")
 @_user_errors
-def place(fabric: str, tp: int, pp: int, ep: int, etp: int, cp: int, dp: int | None, as_json: bool) -> None:
+def place(
+    fabric: str, tp: int, pp: int, ep: int, etp: int, cp: int, dp: int | None, as_json: bool
+) -> None:
     """Where each parallel group of a layout lands on fabric preset FABRIC (Megatron rank order)."""
     from dataclasses import asdict
 
@@ -123,8 +125,12 @@ def place(fabric: str, tp: int, pp: int, ep: int, etp: int, cp: int, dp: int | N
 
     graph = topologies.load_preset(fabric)
     if dp is None:
-        dp = max(graph.graph.get("hosts", 1) * graph.graph.get("gpus_per_host", 1) // (tp * pp * cp), 1)
-    entries = place_groups(ParallelLayout(tp=tp, pp=pp, ep=ep, etp=etp, cp=cp, dp=dp).validate(), graph)
+        dp = max(
+            graph.graph.get("hosts", 1) * graph.graph.get("gpus_per_host", 1) // (tp * pp * cp), 1
+        )
+    entries = place_groups(
+        ParallelLayout(tp=tp, pp=pp, ep=ep, etp=etp, cp=cp, dp=dp).validate(), graph
+    )
     if as_json:
         click.echo(json.dumps([asdict(e) for e in entries], indent=2))
     else:

@@ -76,6 +76,10 @@ def test_place_reports_groups_and_rejects_bad_layouts() -> None:
     assert out.exit_code == 0, out.output
     ep = next(e for e in json.loads(out.output) if e["kind"] == "ep")
     assert ep["span"] == "nvlink" and ep["size"] == 8
-    bad = subprocess.run([sys.executable, "-m", "sim.cli", "place", "rail-h800-64", "--ep", "3"],
-                         capture_output=True, text=True, check=False)
+    bad = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "place", "rail-h800-64", "--ep", "3"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert bad.returncode == 2 and "layout.ep" in bad.stderr and "Traceback" not in bad.stderr
