@@ -22,11 +22,19 @@ UPLINK = ("leaf.r0.su0", "spine.0")
 
 
 def _scenario(faults: tuple = ()) -> Scenario:
-    fabric = FabricSpec(preset="rail-h800-64", params=(("hosts", 2), ("spines", 2)), multipath="ecmp",
-                        faults=faults)
+    fabric = FabricSpec(
+        preset="rail-h800-64", params=(("hosts", 2), ("spines", 2)), multipath="ecmp", faults=faults
+    )
     work = WorkloadSpec(ep=16, layers=1, tokens_per_rank=1024, backward=False)
-    return Scenario(name="faults", model=get_model("deepseek-v3"), gpu="H800", fabric=fabric,
-                    workload=work, router=RouterConfig(kind="uniform"), seed=3)
+    return Scenario(
+        name="faults",
+        model=get_model("deepseek-v3"),
+        gpu="H800",
+        fabric=fabric,
+        workload=work,
+        router=RouterConfig(kind="uniform"),
+        seed=3,
+    )
 
 
 def _fault(kind: str, factor: float | None = None) -> tuple:
@@ -49,7 +57,11 @@ def _routes_through(scn: Scenario, u: str, v: str) -> int:
 def test_degraded_uplink_slows_the_step_and_keeps_routes() -> None:
     base = simulate(_scenario())
     slow = simulate(_scenario(_fault("degrade", 0.25)))
-    assert _routes_through(_scenario(_fault("degrade", 0.25)), *UPLINK) == _routes_through(_scenario(), *UPLINK) > 0
+    assert (
+        _routes_through(_scenario(_fault("degrade", 0.25)), *UPLINK)
+        == _routes_through(_scenario(), *UPLINK)
+        > 0
+    )
     assert slow.step_time_s > base.step_time_s * 1.05
 
 
@@ -63,15 +75,21 @@ def test_down_uplink_reroutes_over_the_other_spine() -> None:
 
 def test_disconnecting_failure_is_one_line(tmp_path: Path) -> None:
     nic_down = ({"link": ["h0/nic0", "leaf.r0.su0"], "kind": "down"},)
-    with pytest.raises(ConfigError, match="fabric.faults"):
-        build_graph(replace(_scenario().fabric, faults=tuple(tuple(sorted(f.items())) for f in nic_down)))
+    with pytest.raises(ConfigError, match=r"fabric\.faults"):
+        build_graph(
+            replace(_scenario().fabric, faults=tuple(tuple(sorted(f.items())) for f in nic_down))
+        )
     path = tmp_path / "cut.yaml"
     path.write_text(
         "model: deepseek-v3\ngpu: H800\n"
         "fabric: {preset: rail-h800-64, params: {hosts: 2},"
         " faults: [{link: [h0/nic0, leaf.r0.su0], kind: down}]}\nworkload: {ep: 16, layers: 1}\n"
     )
-    res = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(path)], capture_output=True,
-                         text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "run", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "disconnect" in res.stderr

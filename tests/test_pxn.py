@@ -1,4 +1,4 @@
-"""PXN routing: cross-rail traffic goes over NVLink to the rail-matched GPU, then stays on its rail."""
+"""PXN routing: cross-rail traffic hops over NVLink to the rail-matched GPU, then its rail."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The flows now on the wire, as compact arrays the solver works on directly.
 
-Routes are kept padded and transposed (hops x flows), padded with the index
-``n_links`` (a virtual link of infinite capacity), once with every link (for
-link statistics) and once without implied links (for the rate solve).
+Only the routes the solver needs are kept here: padded and transposed (hops x flows), padded
+with the index ``n_links`` (a virtual link of infinite capacity), implied links dropped.
+Weights are kept only while some active flow has a hop of weight other than 1 (sprayed
+flows); otherwise ``wts`` is None and the solver takes the faster unit-weight path.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 
 
 class ActiveFlows:
-    """Per-active-flow state: id, remaining bytes, rate, planned drain time, routes."""
+    """Per-active-flow state: id, remaining bytes, rate, planned drain time, solver routes."""
 
     def __init__(self, n_links: int, solve_map: np.ndarray) -> None:
         self.pad = n_links
@@ -23,41 +24,47 @@ class ActiveFlows:
         self.start_s = np.zeros(0)
         self.tol = np.zeros(0)  # bytes left that count as drained (float round-off)
         self.links = np.zeros((1, 0), dtype=np.int64)
-        self.wts = np.zeros((1, 0))
-        self.slinks = np.zeros((1, 0), dtype=np.int64)
-        self.swts = np.zeros((1, 0))
+        self.wts: np.ndarray | None = None
 
     @property
     def n(self) -> int:
         return int(self.ids.size)
 
-    def add(self, ids: np.ndarray, size: np.ndarray, start_s: np.ndarray, links: np.ndarray, wts: np.ndarray) -> None:
-        """Append flows; ``links``/``wts`` are their padded routes, hops x flows."""
-        slinks, swts = self._solve_routes(links, wts)
-        self.links, self.wts = self._stack(self.links, links, self.wts, wts)
-        self.slinks, self.swts = self._stack(self.slinks, slinks, self.swts, swts)
+    def add(
+        self, ids: np.ndarray, size: np.ndarray, start_s: np.ndarray, links: np.ndarray,
+        wts: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Append flows; ``links``/``wts`` are their full padded routes, hops x flows.
+
+        Returns their solver routes (``None`` weights: all 1)."""
+        links, wts = self._solve_routes(links, wts)
+        unit = bool(np.all((wts == 1.0) | (links == self.pad)))
+        if self.wts is not None or not unit:
+            old = self.wts if self.wts is not None else (self.links != self.pad).astype(float)
+            self.wts = _hstack(old, wts, 0.0)
+        self.links = _hstack(self.links, links, self.pad)
         self.ids = np.concatenate((self.ids, ids))
         self.rem = np.concatenate((self.rem, size))
         self.rate = np.concatenate((self.rate, np.zeros(ids.size)))
         self.plan_s = np.concatenate((self.plan_s, np.full(ids.size, np.nan)))
         self.start_s = np.concatenate((self.start_s, start_s))
         self.tol = np.concatenate((self.tol, size * 1e-12))
+        return links, None if unit else wts
+
+    def routes(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Solver routes (links, weights or None) of the active flows at positions ``idx``."""
+        return self.links.take(idx, axis=1), None if self.wts is None else self.wts.take(idx, 1)
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep only the flows where ``mask`` is true."""
         idx = np.flatnonzero(mask)
-        for name in ("ids", "rem", "rate", "plan_s", "start_s", "tol"):
-            setattr(self, name, getattr(self, name).take(idx))
-        for name in ("links", "wts", "slinks", "swts"):
-            setattr(self, name, getattr(self, name).take(idx, axis=1))
-
-    def link_sum(self, per_flow: np.ndarray) -> np.ndarray:
-        """Per link, the sum over its flows of weight x ``per_flow``."""
-        total = np.bincount(self.links.ravel(), weights=(self.wts * per_flow).ravel(), minlength=self.pad + 1)
-        return total[: self.pad]
-
-    def link_count(self) -> np.ndarray:
-        return np.bincount(self.links.ravel(), minlength=self.pad + 1)[: self.pad]
+        self.ids, self.rem, self.rate = self.ids[idx], self.rem[idx], self.rate[idx]
+        self.plan_s, self.start_s, self.tol = self.plan_s[idx], self.start_s[idx], self.tol[idx]
+        self.links = self.links.take(idx, axis=1)
+        if self.wts is not None and idx.size:
+            self.wts = self.wts.take(idx, axis=1)
+        else:
+            self.wts = None
 
     def _solve_routes(self, links: np.ndarray, wts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Routes without implied links, packed to the top rows."""
@@ -68,15 +75,11 @@ class ActiveFlows:
         packed = np.take_along_axis(mapped, order, axis=0)
         return packed, np.where(packed == self.pad, 0.0, np.take_along_axis(wts, order, axis=0))
 
-    def _stack(
-        self, a: np.ndarray, b: np.ndarray, wa: np.ndarray, wb: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        hops = max(a.shape[0], b.shape[0])
-        a, b = self._grow(a, hops, self.pad), self._grow(b, hops, self.pad)
-        wa, wb = self._grow(wa, hops, 0.0), self._grow(wb, hops, 0.0)
-        return np.hstack((a, b)), np.hstack((wa, wb))
 
-    @staticmethod
-    def _grow(a: np.ndarray, hops: int, fill: float) -> np.ndarray:
-        extra = hops - a.shape[0]
-        return np.pad(a, ((0, extra), (0, 0)), constant_values=fill) if extra > 0 else a
+def _hstack(a: np.ndarray, b: np.ndarray, fill: float) -> np.ndarray:
+    """Columns of ``a`` then ``b``, the shorter padded with ``fill`` rows at the bottom."""
+    hops = max(a.shape[0], b.shape[0])
+    out = np.full((hops, a.shape[1] + b.shape[1]), fill, dtype=a.dtype)
+    out[: a.shape[0], : a.shape[1]] = a
+    out[: b.shape[0], a.shape[1] :] = b
+    return out

@@ -77,7 +77,9 @@ def fabric_from_graph(
     lat = np.array([_edge_attr(u, v, d, "latency_ns") for u, v, d in edges]) * 1e-9
     tier = np.array([str(d.get("tier", "link")) for _, _, d in edges], dtype=object)
     frac = np.array([(achievable_fraction or {}).get(t, 1.0) for t in tier])
-    gpus = sorted((int(graph.nodes[n]["gpu"]), index[n]) for n in graph.nodes if kinds[index[n]] == "gpu")
+    gpus = sorted(
+        (int(graph.nodes[n]["gpu"]), index[n]) for n in graph.nodes if kinds[index[n]] == "gpu"
+    )
     if [g for g, _ in gpus] != list(range(len(gpus))):
         raise FabricError("gpu nodes must carry distinct 'gpu' indices 0..N-1")
     link_index = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(src, dst, strict=True))}
@@ -115,13 +117,19 @@ def implied_links(fabric: Fabric) -> np.ndarray:
     (statistics still count them). An HGX NIC is such a node: its PCIe side
     is implied by its 400G side.
     """
+    return implied_partner(fabric) >= 0
+
+
+def implied_partner(fabric: Fabric) -> np.ndarray:
+    """Per link, the kept link that carries exactly the same flows, or -1 if it is kept."""
     n_nodes = len(fabric.node_names)
     src, dst, cap = fabric.link_src, fabric.link_dst, fabric.cap_Bps
     order = np.argsort(src, kind="stable")
     out_deg = np.bincount(src, minlength=n_nodes)
     first = np.concatenate(([0], np.cumsum(out_deg)[:-1]))
-    relay = (out_deg == 2) & (np.bincount(dst, minlength=n_nodes) == 2) & (fabric.node_kind != "gpu")
-    implied = np.zeros(fabric.n_links, dtype=bool)
+    relay = (out_deg == 2) & (np.bincount(dst, minlength=n_nodes) == 2)
+    relay &= fabric.node_kind != "gpu"
+    partner = np.full(fabric.n_links, -1, dtype=np.int64)
     for v in np.flatnonzero(relay).tolist():
         out_a, out_b = order[first[v]], order[first[v] + 1]
         for into, onward in ((fabric._link_index.get((int(dst[out_b]), v)), out_a),
@@ -129,7 +137,13 @@ def implied_links(fabric: Fabric) -> np.ndarray:
             if into is None:
                 continue
             if cap[onward] < cap[into]:
-                implied[into] = True
+                partner[into] = onward
             else:
-                implied[onward] = True
-    return implied
+                partner[onward] = into
+    for _ in range(fabric.n_links):  # a kept partner for chains of relays
+        nxt = np.where(partner >= 0, partner[partner], -1)
+        chained = (partner >= 0) & (nxt >= 0)
+        if not chained.any():
+            break
+        partner[chained] = nxt[chained]
+    return partner

@@ -24,7 +24,9 @@ class LinkStats:
         self.sample_t: list[float] = []
         self.sample_load: list[np.ndarray] = []
 
-    def interval(self, t0_s: float, dt_s: float, bytes_moved: np.ndarray, load_Bps: np.ndarray) -> None:
+    def interval(
+        self, t0_s: float, dt_s: float, bytes_moved: np.ndarray, load_Bps: np.ndarray
+    ) -> None:
         """Charge one interval [t0, t0+dt) in which links carried ``bytes_moved``."""
         if dt_s <= 0:
             return

@@ -36,11 +36,13 @@ LEVEL_RTOL = 1e-9
 
 @dataclass(frozen=True)
 class Allocation:
-    """Rates of one solve: ``rate_Bps[f]``, the link that froze each flow, passes used."""
+    """Rates of one solve: ``rate_Bps[f]``, the link that froze each flow, passes used, and
+    the load ``load_Bps[l]`` (sum over flows of weight x rate) it puts on each link."""
 
     rate_Bps: np.ndarray
     bottleneck_link: np.ndarray
     passes: int
+    load_Bps: np.ndarray | None = None
 
 
 def max_min_rates(links: np.ndarray, weights: np.ndarray, cap_Bps: np.ndarray) -> Allocation:
@@ -53,14 +55,19 @@ def max_min_rates(links: np.ndarray, weights: np.ndarray, cap_Bps: np.ndarray) -
     >>> a.rate_Bps.tolist()
     [5.0, 5.0]
     """
+    return solve(links, weights, cap_Bps)
+
+
+def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) -> Allocation:
+    """:func:`max_min_rates`; ``weights=None`` means weight 1 on every real hop (faster)."""
     n_flows = links.shape[1]
-    n_links = cap_Bps.shape[0]
+    pad = cap_Bps.shape[0]
     cap = np.append(cap_Bps, np.inf)
     rate = np.full(n_flows, np.inf)
     bneck = np.full(n_flows, -1, dtype=np.int64)
-    weight_left = np.bincount(links.ravel(), weights=weights.ravel(), minlength=n_links + 1)
-    weight_left[n_links] = 0.0
-    used = np.zeros(n_links + 1)
+    weight_left = link_sum(links, weights, None, pad)
+    weight_left[pad] = 0.0
+    used = np.zeros(pad + 1)
     ids = np.arange(n_flows)
     lk, wt = links, weights
     passes = 0
@@ -68,22 +75,54 @@ def max_min_rates(links: np.ndarray, weights: np.ndarray, cap_Bps: np.ndarray) -
         passes += 1
         with np.errstate(divide="ignore", invalid="ignore"):
             level = np.maximum(cap - used, 0.0) / weight_left
-        level[weight_left <= 0] = np.inf
+        idle = weight_left <= 0
+        level[idle] = np.inf
         pair_level = level[lk]
         flow_min = pair_level.min(axis=0)
         lower = pair_level > flow_min * (1.0 + LEVEL_RTOL)
-        blocked = np.bincount(lk[lower], minlength=n_links + 1) > 0
-        blocked[weight_left <= 0] = True
+        blocked = np.bincount(np.where(lower, lk, pad).ravel(), minlength=pad + 1) > 0
+        blocked |= idle
         on_min = ~blocked[lk]
-        done = on_min.any(axis=0)
-        if not done.any():  # only flows without real links remain
+        first = _first_on(lk, on_min)
+        is_done = first >= 0
+        done = np.flatnonzero(is_done)
+        if not done.size:  # only flows without real links remain
             break
-        rate[ids[done]] = flow_min[done]
-        bneck[ids[done]] = lk[on_min[:, done].argmax(axis=0), np.flatnonzero(done)]
-        dl, dw = lk[:, done], wt[:, done]
-        used += np.bincount(dl.ravel(), weights=(dw * flow_min[done]).ravel(), minlength=n_links + 1)
-        weight_left -= np.bincount(dl.ravel(), weights=dw.ravel(), minlength=n_links + 1)
+        if done.size == ids.size:
+            rate[ids], bneck[ids] = flow_min, first
+            used += link_sum(lk, wt, flow_min, pad)
+            break
+        level_done = flow_min[done]
+        rate[ids[done]], bneck[ids[done]] = level_done, first[done]
+        dl = lk.take(done, axis=1)
+        dw = None if wt is None else wt.take(done, axis=1)
+        used += link_sum(dl, dw, level_done, pad)
+        weight_left -= link_sum(dl, dw, None, pad)
         weight_left[~blocked] = 0.0
-        keep = ~done
-        ids, lk, wt = ids[keep], lk[:, keep], wt[:, keep]
-    return Allocation(rate_Bps=rate, bottleneck_link=bneck, passes=passes)
+        keep = np.flatnonzero(~is_done)
+        ids, lk = ids[keep], lk.take(keep, axis=1)
+        wt = None if wt is None else wt.take(keep, axis=1)
+    return Allocation(rate_Bps=rate, bottleneck_link=bneck, passes=passes, load_Bps=used[:pad])
+
+
+def _first_on(links: np.ndarray, on: np.ndarray) -> np.ndarray:
+    """Per column, the link of the first row where ``on`` holds, else -1."""
+    first = np.where(on[-1], links[-1], -1)
+    for hop in range(links.shape[0] - 2, -1, -1):
+        first = np.where(on[hop], links[hop], first)
+    return first
+
+
+def link_sum(
+    links: np.ndarray, weights: np.ndarray | None, per_flow: np.ndarray | None, pad: int
+) -> np.ndarray:
+    """Per link (and the pad), the sum over hops of weight x ``per_flow`` (1 when None)."""
+    if per_flow is None:
+        if weights is None:
+            return np.bincount(links.ravel(), minlength=pad + 1).astype(np.float64)
+        return np.bincount(links.ravel(), weights=weights.ravel(), minlength=pad + 1)
+    total = np.zeros(pad + 1)
+    for hop in range(links.shape[0]):
+        values = per_flow if weights is None else weights[hop] * per_flow
+        total += np.bincount(links[hop], weights=values, minlength=pad + 1)
+    return total

@@ -24,11 +24,12 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
-from sim.engine.fabric import Fabric, implied_links
+from sim.engine import batching
 from sim.engine.active import ActiveFlows
+from sim.engine.fabric import Fabric, implied_partner
 from sim.engine.flowtable import FLOW_COLUMNS, GROUP_COLUMNS, Columns, PairStore
 from sim.engine.linkstats import LinkStats
-from sim.engine.maxmin import max_min_rates
+from sim.engine.ratesolver import RateSolver
 from sim.engine.routing import Router
 
 LATE = 2
@@ -40,7 +41,9 @@ _TIME_RTOL = 1e-12
 class _Late(simpy.events.Event):
     """An event that fires at ``now + delay`` after all ordinary events of that instant."""
 
-    def __init__(self, env: simpy.Environment, delay_s: float, callback: object, value: int = -1) -> None:
+    def __init__(
+        self, env: simpy.Environment, delay_s: float, callback: object, value: int = -1
+    ) -> None:
         super().__init__(env)
         self._ok = True
         self._value = value
@@ -75,8 +78,13 @@ class FlowNetwork:
         self.stats = LinkStats(self.fabric.cap_Bps, record_timeline)
         self.solves = 0
         n_links = self.fabric.n_links
-        solve_map = np.where(implied_links(self.fabric), n_links, np.arange(n_links))
+        partner = implied_partner(self.fabric)
+        solve_map = np.where(partner >= 0, n_links, np.arange(n_links))
+        self._load_of = np.where(partner >= 0, partner, np.arange(n_links))
         self.active = ActiveFlows(n_links, np.append(solve_map, n_links))
+        self.rates = RateSolver(self.fabric.cap_Bps)
+        self._flows_on = np.zeros(n_links, dtype=np.int64)
+        self._young = np.full(n_links + 1, -np.inf)
         self._pending: list[np.ndarray] = []
         self._load = np.zeros(self.fabric.n_links)
         self._t_last = 0.0
@@ -163,11 +171,14 @@ class FlowNetwork:
             ids = act.ids[finished]
             drain = np.where(np.isnan(act.plan_s[finished]), now, act.plan_s[finished])
             self.flows.col["rem_bytes"][ids] = 0.0
+            self.rates.leave(*act.routes(np.flatnonzero(finished)), act.rate[finished])
             act.keep(~finished)
+            self._flows_on -= self._count(ids)
             self._complete(ids, drain)
         act.plan_s[:] = np.nan
+        n_old = act.n
         self._join_pending()
-        self._solve(now)
+        self._solve(now, n_old)
         self._plan(now)
 
     def _due(self, now: float) -> np.ndarray:
@@ -175,14 +186,34 @@ class FlowNetwork:
         return (act.plan_s <= now * (1 + _TIME_RTOL)) | (act.rem <= act.tol)
 
     def _advance(self, now: float) -> None:
+        """Move every flow on at its rate up to ``now``; charge the links the bytes moved."""
         dt = now - self._t_last
         act = self.active
         if dt > 0 and act.n:
-            moved = np.minimum(act.rate * dt, act.rem)
-            act.rem -= moved
+            full = act.rate * dt
+            moved = self._load * dt
+            over = np.flatnonzero(full > act.rem)  # drained before now (a finish batch)
+            if over.size:
+                links, wts, owner = self._pairs(act.ids[over])
+                excess = (full[over] - act.rem[over])[owner] * wts
+                moved -= np.bincount(links, weights=excess, minlength=self.fabric.n_links)
+            act.rem = np.maximum(act.rem - full, 0.0)
             self.flows.col["rem_bytes"][act.ids] = act.rem
-            self.stats.interval(self._t_last, dt, act.link_sum(moved), self._load)
+            self.stats.interval(self._t_last, dt, moved, self._load)
         self._t_last = now
+
+    def _pairs(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(link, weight, position in ``ids``) of every hop of the flows ``ids``."""
+        fl = self.flows.col
+        lens = fl["pair_len"][ids]
+        owner = np.repeat(np.arange(ids.size), lens)
+        idx = np.arange(int(lens.sum())) + np.repeat(fl["pair_ptr"][ids] - np.cumsum(lens) + lens,
+                                                     lens)
+        return self.pairs.link[idx], self.pairs.weight[idx], owner
+
+    def _count(self, ids: np.ndarray) -> np.ndarray:
+        """Per link, how many of the flows ``ids`` cross it."""
+        return np.bincount(self._pairs(ids)[0], minlength=self.fabric.n_links)
 
     def _join_pending(self) -> None:
         if not self._pending:
@@ -199,21 +230,25 @@ class FlowNetwork:
         idx = np.repeat(fl["pair_ptr"][new], lens) + row
         links[row, col] = self.pairs.link[idx]
         wts[row, col] = self.pairs.weight[idx]
-        self.active.add(new, fl["size_bytes"][new], fl["start_s"][new], links, wts)
+        slinks, swts = self.active.add(new, fl["size_bytes"][new], fl["start_s"][new], links, wts)
+        self.rates.enter(slinks, swts)
+        self._young[slinks] = self.env.now
+        self._young[-1] = -np.inf
+        self._flows_on += self._count(new)
 
-    def _solve(self, now: float) -> None:
+    def _solve(self, now: float, n_old: int) -> None:
         act = self.active
         if act.n == 0:
             self._load = np.zeros(self.fabric.n_links)
-            self.stats.sample(now, self._load, np.zeros(self.fabric.n_links, dtype=np.int64))
-            return
-        alloc = max_min_rates(act.slinks, act.swts, self.fabric.cap_Bps)
-        self.solves += 1
-        act.rate = alloc.rate_Bps
-        self.flows.col["rate_Bps"][act.ids] = alloc.rate_Bps
-        self.flows.col["bottleneck"][act.ids] = alloc.bottleneck_link
-        self._load = act.link_sum(act.rate)
-        self.stats.sample(now, self._load, act.link_count())
+        else:
+            redo, alloc = self.rates.solve(act.links, act.wts, act.rate, n_old)
+            self.solves += 1
+            act.rate[redo] = alloc.rate_Bps
+            ids = act.ids[redo]
+            self.flows.col["rate_Bps"][ids] = alloc.rate_Bps
+            self.flows.col["bottleneck"][ids] = alloc.bottleneck_link
+            self._load = self.rates.load[self._load_of]
+        self.stats.sample(now, self._load, self._flows_on)
 
     def _plan(self, now: float) -> None:
         """Mark the next batch of drains and schedule the wake-up at its end."""
@@ -223,10 +258,12 @@ class FlowNetwork:
             return
         left_s = act.rem / act.rate
         first = float(left_s.min())
-        window = first * _TIME_RTOL
+        cut = first * (1 + _TIME_RTOL)
         if self.eps > 0:
-            window = max(window, self.eps * (now + first - float(act.start_s.min())))
-        batch = left_s <= first + window
+            cut = max(cut, batching.batch_cut(now, left_s, act.rate, act.start_s, act.links,
+                                              act.wts, self.fabric.cap_Bps, self.eps,
+                                              self._young))
+        batch = left_s <= cut
         act.plan_s[batch] = now + left_s[batch]
         _Late(self.env, float(left_s[batch].max()), self._on_event, self._gen)
 
