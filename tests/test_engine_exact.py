@@ -21,6 +21,7 @@ from sim.engine.fabric import fabric_from_graph, implied_links
 from sim.engine.maxmin import max_min_rates
 from sim.engine.network import FlowNetwork
 from sim.engine.routing import Router
+from sim.errors import ConfigError, FabricError
 
 EXACT = 1e-12
 
@@ -231,3 +232,32 @@ def test_route_through_the_nic_and_stats_count_pruned_links() -> None:
     assert net.flows["finish_s"][0] == pytest.approx(5e7 / (50.0 * GB) + lat, rel=EXACT)
     same_host = run_flows(g, [(0.0, 0, 1, 9e8)])  # over NVLink
     assert same_host.flows["finish_s"][0] == pytest.approx(9e8 / (450 * GB) + 3330e-9, rel=EXACT)
+
+
+# ------------------------------------------------------------------ errors
+def test_router_rejects_bad_mode_and_gpus_and_disconnected_pairs() -> None:
+    g = two_leaves_two_spines()
+    add_gpu(g, 4)  # an island
+    fab = fabric_from_graph(g)
+    with pytest.raises(ConfigError, match="allowed: ecmp, dmodk, spray"):
+        Router(fab, "zip")
+    for mode in ("ecmp", "dmodk", "spray"):
+        router = Router(fab, mode)
+        with pytest.raises(FabricError, match="outside"):
+            router.routes(np.array([0]), np.array([9]))
+        with pytest.raises(FabricError, match="no route"):
+            router.routes(np.array([0]), np.array([4]))
+        assert router.routes(np.array([], dtype=int), np.array([], dtype=int)).ptr.tolist() == [0]
+
+
+def test_routes_are_cached_per_pair_and_independent_of_request_order() -> None:
+    fab = fabric_from_graph(leaf_spine([2, 3, 2], 3, access_gbps=100.0, uplink_gbps=25.0))
+    src, dst = np.nonzero(~np.eye(7, dtype=bool))
+    for mode in ("ecmp", "dmodk", "spray"):
+        together = Router(fab, mode, 3).routes(src, dst)
+        router = Router(fab, mode, 3)
+        for i in np.random.default_rng(0).permutation(src.size):
+            one = router.routes(src[i : i + 1], dst[i : i + 1])
+            lo, hi = together.ptr[i], together.ptr[i + 1]
+            assert one.link.tolist() == together.link[lo:hi].tolist()
+            assert one.weight.tolist() == together.weight[lo:hi].tolist()

@@ -124,3 +124,12 @@ def test_bytes_conserved_capacity_respected_no_flow_beats_idle(case: tuple) -> N
     assert np.all(fl["finish_s"] >= (fl["start_s"] + fl["ideal_s"]) * (1 - REL))
     assert np.all(fl["finish_s"] == fl["drain_s"] + fl["latency_s"])
     assert np.all(net.stats.busy_s <= fl["drain_s"].max() * (1 + REL))
+
+
+@settings(max_examples=40, deadline=None)
+@given(scenario())
+def test_incremental_solves_equal_full_solves(case: tuple) -> None:
+    graph, flows, mode, eps = case
+    incremental = run_flows(graph, flows, mode=mode, eps=eps)
+    full = run_flows(graph, flows, mode=mode, eps=eps, incremental=False)
+    assert incremental.flows["finish_s"] == pytest.approx(full.flows["finish_s"], rel=REL)

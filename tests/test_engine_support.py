@@ -73,10 +73,12 @@ def run_flows(
     mode: str = "ecmp",
     eps: float = 0.0,
     salt: int = 0,
+    incremental: bool = True,
 ) -> FlowNetwork:
     """Run flows ``(start_s, src, dst, size_bytes)``, each in its own group, to the end."""
     env = simpy.Environment()
     net = FlowNetwork(env, Router(fabric_from_graph(graph), mode, salt), batch_window_rel=eps)
+    net.rates.incremental = incremental
 
     def starter(at_s: float, src: int, dst: int, size: float) -> simpy.events.ProcessGenerator:
         yield env.timeout(at_s)

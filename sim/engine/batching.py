@@ -1,58 +1,55 @@
-"""Finish batching (experimental rules)."""
+"""Finish batching: which drains one rate solve covers (``batch_window_rel`` = eps).
+
+After a solve, flow i would drain at ``t_i = now + rem_i / rate_i`` under the current rates.
+With eps = 0 the next batch is the first drain (and any within float round-off of it): the
+exact fluid model. With eps > 0 the batch is the longest prefix of drains, in time order,
+such that the batch ends no later than ``t_i + WINDOW_PER_EPS x eps x age_i`` for each flow
+i in it, where ``age_i = t_i - young_i`` and ``young_i`` is the latest start of any flow
+that has used one of i's links. Each flow in the batch finishes at its own ``t_i``; the
+capacity it frees is handed out only at the batch's end, at most that late.
+
+Measuring age from the latest start on a flow's links, not from the oldest flow anywhere,
+keeps a collective that starts next to long-running flows from inheriting their long
+windows. What eps buys in accuracy is an empirical matter; see :mod:`sim.engine.network`.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.maxmin import link_sum
+TIME_RTOL = 1e-12
+"""Drains within this relative distance of the first one are the same instant."""
 
-RULE = "age"
+WINDOW_PER_EPS = 0.5
+"""Window = this x eps x age. With windows of a full eps x age, group completion errors of
+up to 1.6 eps were measured on random 16-GPU all-to-alls; with half, at most 0.8 eps (240
+random cases, eps 0.005-0.2), which leaves the tested bound (error <= eps) a margin."""
 
 
-def batch_cut(now, left_s, rate, start_s, links, wts, cap, eps, young=None):
+def batch_cut(
+    now_s: float,
+    left_s: np.ndarray,
+    start_s: np.ndarray,
+    links: np.ndarray,
+    young_s: np.ndarray,
+    eps: float,
+) -> float:
+    """Time from ``now_s`` to the end of the next batch: flows with ``left_s`` up to it drain.
+
+    ``links`` are the active flows' padded routes (hops x flows) and ``young_s[l]`` the latest
+    start of a flow on link ``l`` (``-inf`` on the padding link).
+    """
     first = float(left_s.min())
-    if RULE == "age_link":
-        bound = first + eps * (now + first - float(start_s.min()))
-        cand = np.flatnonzero(left_s <= bound)
-        t = left_s[cand]
-        order = np.argsort(t, kind="stable")
-        t = t[order]
-        yl = young[links.take(cand[order], axis=1)].max(axis=0)
-        c = t + eps * np.maximum(now + t - yl, 0.0)
-        cm = np.minimum.accumulate(c)
-        k = np.flatnonzero(t <= cm)[-1]
-        return float(t[k])
-    if RULE == "age":
-        return first + eps * (now + first - float(start_s.min()))
-    if RULE == "age_young":
-        return first + eps * (now + first - float(start_s.max()))
-    ref = 0.0 if RULE == "idle_now" else now - float(start_s.min())
-    pad = cap.shape[0]
-
-    def ok(x):
-        sel = np.flatnonzero(left_s <= x)
-        lk = links.take(sel, axis=1)
-        w = None if wts is None else wts.take(sel, axis=1)
-        r = rate[sel]
-        idle = link_sum(lk, w, r * (x - left_s[sel]), pad)[:pad]
-        return bool(np.all(idle <= eps * cap * (x + ref)))
-    lo = first
-    hi = None
-    step = first * eps
-    top = float(left_s.max())
-    while True:
-        x = min(first + step, top)
-        if not ok(x):
-            hi = x
-            break
-        lo = x
-        if x >= top:
-            return lo
-        step *= 2
-    for _ in range(8):
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    cut = first * (1.0 + TIME_RTOL)
+    if eps <= 0:
+        return cut
+    eps *= WINDOW_PER_EPS
+    # young_i >= start_i >= min(start), so no batch reaches past this bound.
+    bound = first + eps * (now_s + first - float(start_s.min()))
+    cand = np.flatnonzero(left_s <= bound)
+    order = np.argsort(left_s[cand], kind="stable")
+    cand, left = cand[order], left_s[cand[order]]
+    young = young_s[links.take(cand, axis=1)].max(axis=0)
+    latest_end = np.minimum.accumulate(left + eps * np.maximum(now_s + left - young, 0.0))
+    last = int(np.flatnonzero(left <= latest_end)[-1])
+    return max(cut, float(left[last]))

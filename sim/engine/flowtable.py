@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 FLOW_COLUMNS: dict[str, tuple[type, float]] = {
     "src": (np.int64, -1),
@@ -35,11 +36,13 @@ class Columns:
     def __init__(self, spec: dict[str, tuple[type, float]], capacity: int = 1024) -> None:
         self._spec = spec
         self.n = 0
-        self.col = {k: np.full(capacity, fill, dtype=dt) for k, (dt, fill) in spec.items()}
+        self.col: dict[str, np.ndarray] = {
+            k: np.full(capacity, fill, dtype=dt) for k, (dt, fill) in spec.items()
+        }
 
-    def append(self, **values: np.ndarray) -> np.ndarray:
+    def append(self, **values: npt.ArrayLike) -> np.ndarray:
         """Append rows (all given columns equally long); returns their indices."""
-        count = len(next(iter(values.values())))
+        count = np.size(next(iter(values.values())))
         self._reserve(self.n + count)
         ids = np.arange(self.n, self.n + count)
         for key, val in values.items():
@@ -53,7 +56,7 @@ class Columns:
             return
         new_cap = max(need, 2 * cap)
         for key, (dt, fill) in self._spec.items():
-            grown = np.full(new_cap, fill, dtype=dt)
+            grown: np.ndarray = np.full(new_cap, fill, dtype=dt)
             grown[:cap] = self.col[key]
             self.col[key] = grown
 

@@ -21,7 +21,11 @@ Routes come padded and transposed: column f of ``links`` (shape hops x flows)
 lists flow f's links, padded with the index ``n_links`` (a virtual link of
 infinite capacity); ``weights`` holds their weights (0 on padding). Reductions
 then run across a few long rows, which numpy does far faster than along many
-short ones.
+short ones. :func:`solve` also takes ``weights=None`` (every real hop weighs 1,
+as with ECMP and D-mod-K), which skips the weight arrays. Subsets are taken with
+index arrays (``take``), never boolean masks along the flow axis (several times
+slower in numpy, and non-contiguous). One pass over 65k flows x 4 hops costs
+about 5-10 ms on a laptop-class core.
 """
 
 from __future__ import annotations

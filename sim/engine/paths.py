@@ -69,6 +69,8 @@ class NextHops:
         ok = (head == dist[:, links.src] - 1) & (head >= 0)
         ok &= ~links.is_gpu[links.dst] | (links.dst[None, :] == dst_nodes[:, None])
         self.links = links
+        self.ok = ok
+        self.dst_nodes = dst_nodes
         self.n_links = n_links
         self.before = np.zeros((n_dst, n_links + 1), dtype=np.int64)  # ok links before position
         np.cumsum(ok, axis=1, out=self.before[:, 1:])
@@ -83,6 +85,19 @@ class NextHops:
         """Link id of the ``k``-th (0-based) closer link of ``node`` towards row's destination."""
         rank = self.row_base[row] + self.before[row, self.links.seg[node]] + k
         return self.links.order[self.flat[rank] - row * self.n_links]
+
+
+    def path_counts(self, dist: np.ndarray) -> np.ndarray:
+        """Equal-cost paths (destinations x nodes) from every node to each destination."""
+        links = self.links
+        count = np.zeros(dist.shape)
+        count[np.arange(dist.shape[0]), self.dst_nodes] = 1.0
+        starts = links.seg[links.sources]
+        for level in range(1, int(dist.max()) + 1):
+            summed = np.add.reduceat(np.where(self.ok, count[:, links.dst], 0.0), starts, axis=1)
+            now = count[:, links.sources]
+            count[:, links.sources] = np.where(dist[:, links.sources] == level, summed, now)
+        return count
 
 
 def mix_hash(a: np.ndarray, b: np.ndarray, c: np.ndarray, salt: np.uint64) -> np.ndarray:

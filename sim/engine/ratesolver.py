@@ -81,6 +81,8 @@ class RateSolver:
         return redo, alloc
 
     def _full(self, links: np.ndarray, wts: np.ndarray | None) -> tuple[np.ndarray, Allocation]:
+        links = np.ascontiguousarray(links)  # the solver gathers faster from contiguous rows
+        wts = None if wts is None else np.ascontiguousarray(wts)
         alloc = solve(links, wts, self.cap)
         assert alloc.load_Bps is not None
         self.load = alloc.load_Bps.copy()

@@ -101,11 +101,9 @@ class Router:
                 bad = int(d[np.argmax(dist[row, fab.gpu_nodes[s]] <= 0)])
                 raise FabricError(f"no route to {fab.gpu_name(bad)} from some source "
                                   "(src == dst or disconnected)")
-            if self.mode == "spray":
-                blocks.append(self._spray_block(s, d, row, dist, block))
-            else:
-                hops = NextHops(self._links, dist, fab.gpu_nodes[block])
-                blocks.append(self._walk(s, d, row, dist, hops))
+            hops = NextHops(self._links, dist, fab.gpu_nodes[block])
+            walk = self._spray if self.mode == "spray" else self._walk
+            blocks.append(walk(s, d, row, dist, hops))
         width = max(lk.shape[1] for lk, _ in blocks)
         links = np.concatenate([_widen(lk, width, -1) for lk, _ in blocks])
         weights = np.concatenate([_widen(wt, width, 0.0) for _, wt in blocks])
@@ -132,52 +130,39 @@ class Router:
             cur[live] = fab.link_dst[chosen]
         return links, (links >= 0).astype(np.float64)
 
-    def _spray_block(self, srcs: np.ndarray, dsts: np.ndarray, row: np.ndarray,
-                     dist: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        parts = []
-        for r in np.unique(row).tolist():
-            sel = np.flatnonzero(row == r)
-            parts.append((sel, *self._spray_rows(int(block[r]), srcs[sel], dist[r])))
-        width = max(lk.shape[1] for _, lk, _ in parts)
-        links = np.full((srcs.size, width), -1, dtype=np.int64)
-        weights = np.zeros((srcs.size, width))
-        for sel, lk, wt in parts:
-            links[sel, : lk.shape[1]] = lk
-            weights[sel, : wt.shape[1]] = wt
-        return links, weights
-
-    def _spray_rows(self, dst: int, srcs: np.ndarray, dist: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
+    def _spray(self, srcs: np.ndarray, dsts: np.ndarray, row: np.ndarray, dist: np.ndarray,
+               hops: NextHops) -> tuple[np.ndarray, np.ndarray]:
         """Every link of every equal-cost path, weighted by the share of paths crossing it."""
         fab = self.fabric
-        dst_node = int(fab.gpu_nodes[dst])
-        head, tail = fab.link_dst, fab.link_src
-        ok = (dist[head] == dist[tail] - 1) & (dist[head] >= 0)
-        ok &= (fab.node_kind[head] != "gpu") | (head == dst_node)
-        n_paths = np.zeros(len(fab.node_names))
-        n_paths[dst_node] = 1.0
-        for level in range(1, int(dist.max()) + 1):
-            at = ok & (dist[tail] == level)
-            np.add.at(n_paths, tail[at], n_paths[head[at]])
-        frac = np.zeros((srcs.size, len(fab.node_names)))
-        frac[np.arange(srcs.size), fab.gpu_nodes[srcs]] = 1.0
-        cols: list[np.ndarray] = []
-        vals: list[np.ndarray] = []
-        for level in range(int(dist.max()), 0, -1):
-            at = np.flatnonzero(ok & (dist[tail] == level))
-            share = n_paths[head[at]] / np.maximum(n_paths[tail[at]], 1e-300)
-            flow = frac[:, tail[at]] * share
-            np.add.at(frac.T, head[at], flow.T)
-            cols.append(at)
-            vals.append(flow)
-        link_ids = np.concatenate(cols)
-        on_link = np.concatenate(vals, axis=1)
-        used = on_link > 1e-12
-        width = max(int(used.sum(axis=1).max()), 1)
-        order = np.argsort(~used, axis=1, kind="stable")[:, :width]
-        rows = np.arange(srcs.size)[:, None]
-        links = np.where(used[rows, order], link_ids[order], -1)
-        return links, np.where(links >= 0, on_link[rows, order], 0.0)
+        n_nodes = len(fab.node_names)
+        paths = hops.path_counts(dist)
+        pair: np.ndarray = np.arange(srcs.size)
+        node: np.ndarray = fab.gpu_nodes[srcs]
+        frac: np.ndarray = np.ones(srcs.size)
+        parts: list[tuple[np.ndarray, ...]] = []
+        for hop in range(int(dist[row, node].max())):
+            n = hops.count(row[pair], node)
+            at = np.repeat(np.arange(pair.size), n)
+            k = np.arange(at.size) - np.repeat(np.cumsum(n) - n, n)
+            p, r, u = pair[at], row[pair[at]], node[at]
+            link = hops.pick(r, u, k)
+            head = fab.link_dst[link]
+            share = frac[at] * paths[r, head] / paths[r, u]
+            parts.append((p, np.full(p.size, hop), link, share))
+            go = head != fab.gpu_nodes[dsts[p]]
+            key, inv = np.unique(p[go] * n_nodes + head[go], return_inverse=True)
+            pair, node, frac = key // n_nodes, key % n_nodes, np.bincount(inv, share[go])
+        p, hop_of, link, share = (np.concatenate(x) for x in zip(*parts, strict=True))
+        keep = share > 1e-12
+        p, hop_of, link, share = p[keep], hop_of[keep], link[keep], share[keep]
+        order = np.lexsort((link, hop_of, p))
+        p, link, share = p[order], link[order], share[order]
+        count = np.bincount(p, minlength=srcs.size)
+        col = np.arange(p.size) - np.repeat(np.cumsum(count) - count, count)
+        links = np.full((srcs.size, int(count.max())), -1, dtype=np.int64)
+        weights = np.zeros(links.shape)
+        links[p, col], weights[p, col] = link, share
+        return links, weights
 
 
 def _widen(a: np.ndarray, width: int, fill: float) -> np.ndarray:
