@@ -137,5 +137,14 @@ def place(
         click.echo(placement_table(entries))
 
 
+def _register_commands() -> None:
+    """Commands that live in their own modules."""
+    from sim.commands_validate import validate
+
+    main.add_command(validate)
+
+
+_register_commands()
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,105 @@
+"""The validation cases: what is simulated, the published number and where it comes from.
+
+Each :class:`Case` names a runner ``kind`` (see :mod:`sim.validate.runners`), its
+arguments, the published value with its unit and source, and a relative tolerance (15%
+for bandwidths and throughput, 1% for parameter counts). ``check`` says what a pass
+means: ``validation`` (the published number is not an input of the model) or
+``consistency`` (the number is itself a calibration input; the case checks the machinery
+between the constant and the printed figure, not the constant). A case whose runner
+returns no prediction is listed as not yet simulable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.errors import ConfigError
+
+BANDWIDTH_TOLERANCE = 0.15
+PARAMS_TOLERANCE = 0.01
+CHECKS = ("validation", "consistency")
+
+DEEPEP_SOURCE = "deepseek-ai/DeepEP docs/legacy.md, V1 normal kernels on H800 + CX7"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One published measurement the simulator is compared against."""
+
+    name: str
+    kind: str
+    args: tuple[tuple[str, object], ...]
+    published: float
+    unit: str
+    tolerance_rel: float
+    source: str
+    check: str = "validation"
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.check not in CHECKS:
+            raise ConfigError("case.check", f"unknown {self.check!r}; allowed: {', '.join(CHECKS)}")
+        if self.tolerance_rel <= 0:
+            raise ConfigError("case.tolerance_rel", f"must be > 0, got {self.tolerance_rel}")
+        if self.published <= 0:
+            raise ConfigError("case.published", f"must be > 0, got {self.published}")
+
+    def arg(self, key: str) -> object:
+        return dict(self.args)[key]
+
+
+def _deepep(ep: int, kernel: str, published: float, medium: str) -> Case:
+    where = "intranode" if ep == 8 else "internode"
+    return Case(f"DeepEP {where} EP{ep} {kernel}", "deepep", (("ep", ep), ("kernel", kernel)),
+                published, f"GB/s ({medium})", BANDWIDTH_TOLERANCE, DEEPEP_SOURCE)
+
+
+_DEEPEP_TABLE = ((8, 153.0, 158.0, "NVLink"), (16, 43.0, 43.0, "RDMA"),
+                 (32, 58.0, 57.0, "RDMA"), (64, 51.0, 50.0, "RDMA"))
+
+DEEPEP_CASES: tuple[Case, ...] = tuple(
+    case
+    for ep, disp, comb, medium in _DEEPEP_TABLE
+    for case in (_deepep(ep, "dispatch", disp, medium), _deepep(ep, "combine", comb, medium))
+)
+
+NCCL_CASES: tuple[Case, ...] = (
+    Case("NCCL all-to-all busBw, 8x H100 NVLink (1 GiB)", "nccl_alltoall", (("hosts", 1),),
+         370.0, "GB/s (busBw)", BANDWIDTH_TOLERANCE,
+         "NVIDIA/nccl-tests #212 (~370 GB/s busbw, non-all-reduce collectives, H100 8-GPU)",
+         check="consistency"),
+    Case("NCCL all-to-all per-NIC rate, 6x8 H100 CX7 (1 GiB)", "nccl_alltoall",
+         (("hosts", 6),), 48.5, "GB/s per NIC", BANDWIDTH_TOLERANCE,
+         "NVIDIA/nccl-tests #267 (6 H100 nodes, 8x CX7 400G: a2a runs at one NIC's rate, "
+         "48-49 GB/s)", check="consistency"),
+)
+
+_PARAM_SOURCES = {
+    "deepseek-v3": (671e9, "DeepSeek-V3 technical report (arXiv:2412.19437): 671B total, "
+                           "excl. the 14B MTP module"),
+    "kimi-k2": (1.04e12, "Kimi K2 technical report (arXiv:2507.20534): 1.04T total"),
+    "mixtral-8x7b": (46.7e9, "Mistral AI, 'Mixtral of experts' (2023): 46.7B total"),
+    "qwen3-235b-a22b": (235e9, "Qwen3 technical report / model card: 235B total"),
+}
+
+PARAM_CASES: tuple[Case, ...] = tuple(
+    Case(f"{model} total parameters", "params", (("model", model),), value, "params",
+         PARAMS_TOLERANCE, source)
+    for model, (value, source) in _PARAM_SOURCES.items()
+)
+
+GEMM_CASES: tuple[Case, ...] = (
+    Case("H100 BF16 GEMM 8192^3 throughput", "gemm",
+         (("gpu", "H100"), ("size", 8192), ("dtype", "bf16")), 794.5, "TFLOP/s",
+         BANDWIDTH_TOLERANCE, "stas00/ml-engineering compute/accelerator README (MAMF)",
+         check="consistency", note="MAMF is an input of sim.hardware"),
+)
+
+STEP_CASES: tuple[Case, ...] = (
+    Case("Mixtral 8x7B, 64x H100, TP1 EP8 PP4 VPP8", "step", (("model", "mixtral-8x7b"),),
+         468.0, "TFLOP/s per GPU", BANDWIDTH_TOLERANCE,
+         "NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md (MCore v0.9; v0.8: 438)",
+         note="not yet simulable (needs the full step, issue 5)"),
+)
+
+CASES: tuple[Case, ...] = DEEPEP_CASES + NCCL_CASES + PARAM_CASES + GEMM_CASES + STEP_CASES

@@ -1,0 +1,74 @@
+"""Runners by case kind: each turns a :class:`~sim.validate.cases.Case` into a prediction.
+
+A runner returns ``(predicted, detail)``; ``predicted`` is None when the case cannot be
+simulated yet. Runners are found by name in :data:`RUNNERS` (a duplicate name is an error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sim.errors import ConfigError
+from sim.hardware import gemm_flops, gemm_time_s, get_gpu
+from sim.model import get_model, param_counts
+from sim.validate.cases import Case
+from sim.validate.deepep import DeepEPSetup, simulate_deepep
+from sim.validate.nccl import simulate_alltoall
+
+Prediction = tuple[float | None, str]
+Runner = Callable[[Case], Prediction]
+
+RUNNERS: dict[str, Runner] = {}
+
+
+def register_runner(kind: str, runner: Runner) -> Runner:
+    """Add ``runner`` for case ``kind``; a name already taken is an error."""
+    if kind in RUNNERS:
+        raise ConfigError("validate.kind", f"duplicate runner {kind!r}; already registered")
+    RUNNERS[kind] = runner
+    return runner
+
+
+def run_case(case: Case) -> Prediction:
+    """The prediction of ``case`` by its kind's runner."""
+    if case.kind not in RUNNERS:
+        raise ConfigError("validate.kind",
+                          f"unknown {case.kind!r}; allowed: {', '.join(RUNNERS)}")
+    return RUNNERS[case.kind](case)
+
+
+def _deepep(case: Case) -> Prediction:
+    res = simulate_deepep(DeepEPSetup(ep=int(str(case.arg("ep")))), str(case.arg("kernel")))
+    detail = (f"kernel {res.time_s * 1e3:.3f} ms, {res.logical_bytes / 1e6:.1f} MB logical/rank;"
+              f" {res.bw_no_local_charge_gbps:.1f} GB/s if local copies were free")
+    return res.bw_gbps, detail
+
+
+def _nccl(case: Case) -> Prediction:
+    hosts = int(str(case.arg("hosts")))
+    res = simulate_alltoall(hosts)
+    value = res.bus_bw_gbps if hosts == 1 else res.nic_bw_gbps
+    detail = f"algBw {res.alg_bw_gbps:.1f}, busBw {res.bus_bw_gbps:.1f} GB/s"
+    return value, detail
+
+
+def _params(case: Case) -> Prediction:
+    counts = param_counts(get_model(str(case.arg("model"))))
+    return float(counts.total), f"active {counts.active / 1e9:.2f}B (MTP excluded)"
+
+
+def _gemm(case: Case) -> Prediction:
+    gpu, size, dtype = get_gpu(str(case.arg("gpu"))), int(str(case.arg("size"))), str(
+        case.arg("dtype"))
+    time_s = float(gemm_time_s(gpu, size, size, size, dtype))
+    flops = float(gemm_flops(size, size, size))
+    return flops / time_s / 1e12, f"{time_s * 1e3:.3f} ms incl. one launch"
+
+
+def _step(case: Case) -> Prediction:
+    return None, case.note
+
+
+for _kind, _runner in (("deepep", _deepep), ("nccl_alltoall", _nccl), ("params", _params),
+                       ("gemm", _gemm), ("step", _step)):
+    register_runner(_kind, _runner)

@@ -1,0 +1,80 @@
+"""Validation results: one immutable record per case, a text table and JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from sim.validate.cases import Case
+
+PASS, FAIL, NOT_SIMULABLE = "pass", "FAIL", "n/a"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """A case with its prediction: error in percent of the published value and the verdict."""
+
+    name: str
+    predicted: float | None
+    published: float
+    unit: str
+    error_pct: float | None
+    tolerance_pct: float
+    status: str
+    check: str
+    source: str
+    detail: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+
+def judge(case: Case, predicted: float | None, detail: str) -> CaseResult:
+    """Compare ``predicted`` with ``case.published`` within its tolerance."""
+    tol_pct = case.tolerance_rel * 100.0
+    if predicted is None:
+        return CaseResult(case.name, None, case.published, case.unit, None, tol_pct,
+                          NOT_SIMULABLE, case.check, case.source, detail or case.note)
+    err = (predicted - case.published) / case.published * 100.0
+    status = PASS if abs(err) <= tol_pct else FAIL
+    return CaseResult(case.name, float(predicted), case.published, case.unit, err, tol_pct,
+                      status, case.check, case.source, detail)
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 1e9:
+        return f"{value / 1e9:.2f}B"
+    return f"{value:.1f}"
+
+
+def render_table(results: list[CaseResult], *, show_detail: bool = False) -> str:
+    """A fixed-width text table: case, predicted, published, error, tolerance, verdict, source."""
+    head = ("case", "predicted", "published", "unit", "error", "tol", "result", "source")
+    rows = [head]
+    for r in results:
+        err = "-" if r.error_pct is None else f"{r.error_pct:+.1f}%"
+        verdict = r.status if r.check == "validation" else f"{r.status} (consistency)"
+        rows.append((r.name, _num(r.predicted), _num(r.published), r.unit, err,
+                     f"{r.tolerance_pct:.0f}%", verdict, r.source))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
+    lines = []
+    for i, row in enumerate(rows):
+        cells = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)] + [row[-1]]
+        lines.append("  ".join(cells).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  ------")
+        elif show_detail and results[i - 1].detail:
+            lines.append(" " * 4 + results[i - 1].detail)
+    n_pass = sum(r.passed for r in results)
+    n_fail = sum(r.status == FAIL for r in results)
+    n_na = sum(r.status == NOT_SIMULABLE for r in results)
+    lines.append(f"\n{n_pass} pass, {n_fail} fail, {n_na} not yet simulable")
+    return "\n".join(lines)
+
+
+def results_json(results: list[CaseResult]) -> str:
+    """The results as a JSON array (one object per case, field names as in CaseResult)."""
+    return json.dumps([asdict(r) for r in results], indent=2)

@@ -1,0 +1,122 @@
+"""The engine harness and the DeepEP / NCCL runners of sim.validate, on hand-checked cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import topologies
+from sim.calibration import (
+    IB_ACHIEVABLE_FRACTION,
+    KERNEL_LAUNCH_OVERHEAD_S,
+    NVLINK_H100_ACHIEVABLE_FRACTION,
+    NVLINK_H800_ACHIEVABLE_FRACTION,
+)
+from sim.validate.deepep import (
+    DeepEPSetup,
+    internode_flows,
+    intranode_flows,
+    rank_dedup,
+    simulate_deepep,
+    token_hits,
+)
+from sim.validate.flows import FlowBatch, run_flows, with_loopbacks
+from sim.validate.nccl import GIB, simulate_alltoall, uniform_alltoall
+
+NVLINK_LAT_S = 2 * 1665e-9  # gpu -> nvswitch -> gpu (topologies.constants)
+H800_NVL_BPS = 200e9 * NVLINK_H800_ACHIEVABLE_FRACTION
+
+
+def _batch(src: list[int], dst: list[int], size: list[float]) -> FlowBatch:
+    return FlowBatch(np.array(src), np.array(dst), np.array(size, dtype=float))
+
+
+def test_one_nvlink_flow_is_latency_plus_size_over_achievable_rate() -> None:
+    run = run_flows(topologies.load_preset("hgx-h800"), _batch([0], [1], [1.6e8]))
+    assert run.time_s == pytest.approx(1.6e8 / H800_NVL_BPS + NVLINK_LAT_S, rel=1e-12)
+
+
+def test_loopback_flow_shares_the_senders_uplink() -> None:
+    graph = with_loopbacks(topologies.load_preset("hgx-h800"))
+    # GPU 0 sends 80 MB to GPU 1 and 80 MB to itself (loopback 8): each at half of 160 GB/s.
+    run = run_flows(graph, _batch([0, 0], [1, 8], [8e7, 8e7]))
+    assert run.time_s == pytest.approx(1.6e8 / H800_NVL_BPS + NVLINK_LAT_S, rel=1e-12)
+
+
+def test_flows_to_self_and_empty_flows_finish_at_once() -> None:
+    run = run_flows(topologies.load_preset("hgx-h800"), _batch([3, 2], [3, 5], [1e9, 0.0]))
+    assert run.time_s == 0.0
+
+
+def test_nccl_single_node_busbw_by_hand() -> None:
+    res = simulate_alltoall(1, GIB)
+    rate = 450e9 * NVLINK_H100_ACHIEVABLE_FRACTION
+    time_s = GIB * 7 / 8 / rate + NVLINK_LAT_S + KERNEL_LAUNCH_OVERHEAD_S
+    assert res.time_s == pytest.approx(time_s, rel=1e-9)
+    assert res.bus_bw_gbps == pytest.approx(GIB / time_s / 1e9 * 7 / 8, rel=1e-9)
+    assert res.nic_bw_gbps == 0.0
+
+
+def test_nccl_two_nodes_is_nic_bound() -> None:
+    # 16 ranks: half of each rank's data leaves the node through (PXN) its rail NIC.
+    res = simulate_alltoall(2, GIB)
+    nic_s = GIB / 2 / (50e9 * IB_ACHIEVABLE_FRACTION)
+    assert res.time_s == pytest.approx(nic_s, rel=2e-3)
+    assert res.nic_bw_gbps == pytest.approx(50 * IB_ACHIEVABLE_FRACTION, rel=2e-3)
+
+
+def test_uniform_alltoall_sizes() -> None:
+    b = uniform_alltoall(4, 400.0)
+    assert b.src.size == 12 and np.all(b.size_bytes == 100.0) and np.all(b.src != b.dst)
+
+
+def test_token_bytes() -> None:
+    s = DeepEPSetup(ep=8)
+    assert s.token_bytes("dispatch") == 7168 * (1 + 4 / 128) == 7392.0
+    assert s.token_bytes("combine") == 14336.0
+
+
+SMALL = DeepEPSetup(ep=16, tokens_per_rank=64)
+
+
+def test_token_hits_agree_with_route_tokens_dedup() -> None:
+    assert np.array_equal(token_hits(SMALL).sum(axis=1), rank_dedup(SMALL))
+
+
+def test_node_limited_routing_reaches_at_most_four_nodes() -> None:
+    setup = DeepEPSetup(ep=64, tokens_per_rank=32)
+    nodes_hit = token_hits(setup).reshape(64, 32, 8, 8).any(axis=3).sum(axis=2)
+    assert nodes_hit.max() <= 4 and nodes_hit.min() >= 1
+
+
+def test_internode_flows_conserve_bytes() -> None:
+    hits = token_hits(SMALL)
+    dedup = hits.sum(axis=1)
+    node_tokens = hits.reshape(16, 64, 2, 8).any(axis=3).sum(axis=1)
+    batch = internode_flows(dedup, node_tokens, 10.0)
+    host = lambda g: g // 8  # noqa: E731
+    cross = host(batch.src) != host(batch.dst)
+    own = node_tokens[np.arange(16), np.arange(16) // 8]
+    assert batch.size_bytes[cross].sum() == pytest.approx((node_tokens.sum() - own.sum()) * 10)
+    # every (src rank, dst rank) token is delivered once over NVLink (or stays local)
+    assert batch.size_bytes[~cross].sum() == pytest.approx(dedup.sum() * 10)
+    # RDMA goes to the rail peer only
+    assert np.all(batch.src[cross] % 8 == batch.dst[cross] % 8)
+
+
+def test_intranode_flows_cover_every_pair() -> None:
+    dedup = np.arange(64).reshape(8, 8)
+    batch = intranode_flows(dedup, 2.0)
+    assert batch.size_bytes.sum() == dedup.sum() * 2.0 and batch.src.size == 64
+
+
+def test_deepep_intranode_time_is_the_busiest_port() -> None:
+    setup = DeepEPSetup(ep=8, tokens_per_rank=256)
+    res = simulate_deepep(setup, "dispatch")
+    assert res.bw_gbps <= res.bw_no_local_charge_gbps
+    # All 8 shares of a rank leave through its uplink (the own share via the loopback); the
+    # kernel cannot end before the busiest uplink or downlink drains (+ latency, launch).
+    dedup = rank_dedup(setup) * setup.token_bytes("dispatch")
+    busiest = max(dedup.sum(axis=1).max(), (dedup.sum(axis=0) - dedup.diagonal()).max())
+    bound = busiest / H800_NVL_BPS + NVLINK_LAT_S + KERNEL_LAUNCH_OVERHEAD_S
+    assert bound <= res.time_s <= 1.05 * bound
