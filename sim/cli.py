@@ -139,9 +139,11 @@ def place(
 
 def _register_commands() -> None:
     """Commands that live in their own modules."""
+    from sim.commands_sweep import sweep
     from sim.commands_validate import validate
 
     main.add_command(validate)
+    main.add_command(sweep)
 
 
 _register_commands()

@@ -1,0 +1,113 @@
+"""``moesim sweep SPEC``: run a sweep file, resumably, and print its Monte Carlo summary.
+
+Registered on the CLI group by ``sim/cli.py`` (``main.add_command(sweep)``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sim.errors import ConfigError, MoesimError
+
+SWEEP_DIR = Path(__file__).resolve().parent.parent / "scenarios" / "sweeps"
+EXIT_BAD_INPUT = 2
+
+
+def resolve_sweep(name_or_path: str) -> Path:
+    """A sweep YAML path, or the name of a shipped sweep in ``scenarios/sweeps/``."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    shipped = SWEEP_DIR / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return shipped
+    names = sorted(p.stem for p in SWEEP_DIR.glob("*.yaml"))
+    raise ConfigError("sweep", f"unknown {name_or_path!r}; give a YAML path or one of: "
+                      + ", ".join(names))
+
+
+class _Progress:
+    """A tqdm bar when tqdm is installed, else one self-rewriting stderr line."""
+
+    def __init__(self, label: str) -> None:
+        self.label, self.start_s = label, time.monotonic()
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int, failed: int) -> None:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return self._line(done, total, failed)
+        if self.bar is None:
+            self.bar = tqdm(total=total, initial=done - 1, desc=self.label, unit="point")
+        self.bar.update(1)
+        self.bar.set_postfix(failed=failed)
+        if done == total:
+            self.bar.close()
+        return None
+
+    def _line(self, done: int, total: int, failed: int) -> None:
+        elapsed_s = time.monotonic() - self.start_s
+        bad = f", {failed} failed" if failed else ""
+        sys.stderr.write(f"\r{self.label}: {done}/{total} points{bad} [{elapsed_s:.1f} s]")
+        sys.stderr.flush()
+
+
+def _fmt(value: object, metric: bool) -> str:
+    if value is None or value == "":
+        return "-"
+    if metric and isinstance(value, float):
+        return f"{value * 1e3:.3f}"
+    return str(value)
+
+
+def summary_table(summary: list[dict[str, object]], group_columns: tuple[str, ...]) -> str:
+    """A fixed-width table: group columns, n, and step time / excesses in ms."""
+    metrics = ["step_time_s_p50", "step_time_s_p99", "imbalance_excess_s_p50",
+               "congestion_excess_s_p50", "dropped_tokens_mean"]
+    heads = [*group_columns, "n", "failed", "step p50 ms", "step p99 ms", "imb.exc p50 ms",
+             "cong.exc p50 ms", "dropped"]
+    cells = [[_fmt(r.get(c), False) for c in (*group_columns, "n", "failed")]
+             + [_fmt(r.get(m), m != "dropped_tokens_mean") for m in metrics] for r in summary]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("spec")
+@click.option("-j", "--jobs", type=int, default=1, show_default=True,
+              help="Local worker processes (1 runs the points inline).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Results CSV (appended; rerun to resume). Default: results/<sweep>.csv")
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="Run on an existing Dask distributed scheduler (needs moesim[dask]).")
+def sweep(spec: str, jobs: int, out: str | None, dask_address: str | None) -> None:
+    """Run sweep SPEC (a YAML path or a shipped sweep name); resumes an existing --out."""
+    from sim.sweep import load_sweep_file, run_sweep
+    from sim.sweep.montecarlo import summarize
+    from sim.sweep.runner import sweep_rows
+
+    try:
+        parsed = load_sweep_file(resolve_sweep(spec))
+        path = Path(out) if out else Path("results") / f"{parsed.name}.csv"
+        done = run_sweep(parsed, path, jobs=jobs, dask_address=dask_address,
+                         progress=_Progress(parsed.name))
+    except MoesimError as exc:
+        click.echo(f"moesim: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    if done.ran:
+        click.echo("", err=True)
+    click.echo(f"{done.total} points: {done.skipped} already in {done.results}, "
+               f"{done.ran} run now ({done.failed} failed)")
+    for label, extra in (("summary", done.summary), ("parquet", done.parquet)):
+        if extra is not None:
+            click.echo(f"{label}: {extra}")
+    rows = sweep_rows(parsed, path)
+    click.echo(summary_table(summarize(rows, parsed.group_columns), parsed.group_columns))

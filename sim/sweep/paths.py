@@ -1,0 +1,95 @@
+"""Dotted paths into a scenario mapping (``router.alpha``, ``fabric.params.oversubscription``).
+
+A path names a field of the scenario YAML schema (see ``sim/scenario/load.py``). It is checked
+against that schema before any point runs, so a typo fails the whole sweep at once, naming it;
+a *value* that the scenario rejects fails only its own point.
+
+>>> data = {"model": "mixtral-8x7b", "router": {"kind": "hot"}}
+>>> set_path(data, "router.hot_factor", 8.0)
+>>> data["router"]
+{'kind': 'hot', 'hot_factor': 8.0}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+from sim.errors import ConfigError
+from sim.model import get_model
+from sim.model.config import MODEL_FIELDS
+from sim.router import RouterConfig
+from sim.scenario.load import FABRIC_KEYS, TOP_KEYS
+from sim.scenario.schema import WorkloadSpec
+
+SCALAR_TOPS = ("name", "description", "seed", "gpu")
+
+
+def _fields(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _builder_params() -> list[str]:
+    from topologies.registry import TOPOLOGIES
+
+    names = {p for b in TOPOLOGIES.values() for p in inspect.signature(b).parameters}
+    return sorted(names)
+
+
+def _children(top: str) -> list[str]:
+    """Fields allowed one level below ``top`` (empty: ``top`` is a leaf)."""
+    return {
+        "model": [*MODEL_FIELDS, "first_k_dense"],
+        "workload": _fields(WorkloadSpec),
+        "router": _fields(RouterConfig),
+        "fabric": FABRIC_KEYS,
+    }.get(top, [])
+
+
+def check_path(path: object) -> str:
+    """``path`` if it addresses a scenario field, else ConfigError naming it."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError("sweep", f"axis path must be a dotted string, got {path!r}")
+    parts = path.split(".")
+    if parts[0] not in TOP_KEYS:
+        tops = ", ".join(TOP_KEYS)
+        raise ConfigError(path, f"unknown scenario field {parts[0]!r}; allowed: {tops}")
+    if len(parts) == 1:
+        return path
+    top, rest = parts[0], parts[1:]
+    if top == "slow_gpus" and len(rest) == 1 and rest[0].isdigit():
+        return path
+    if top == "fabric" and rest[0] == "params" and len(rest) == 2:
+        if rest[1] not in _builder_params():
+            raise ConfigError(
+                path, f"unknown topology parameter; allowed: {', '.join(_builder_params())}"
+            )
+        return path
+    allowed = _children(top)
+    if not allowed or len(rest) != 1 or rest[0] not in allowed:
+        hint = f"allowed below {top}: {', '.join(allowed)}" if allowed else f"{top} has no fields"
+        raise ConfigError(path, f"unknown scenario field; {hint}")
+    return path
+
+
+def set_path(data: dict[str, Any], path: str, value: object) -> None:
+    """Set ``path`` in the scenario mapping ``data`` in place (creating mappings on the way).
+
+    ``model.<field>`` on a preset model name first expands the preset into its fields.
+    """
+    parts = path.split(".")
+    if parts[0] == "model" and len(parts) == 2 and not isinstance(data.get("model"), dict):
+        preset = get_model(str(data.get("model", "mixtral-8x7b")))
+        data["model"] = dataclasses.asdict(preset)
+    node = data
+    for key in parts[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    leaf: object = parts[-1]
+    if parts[0] == "slow_gpus" and len(parts) == 2:
+        leaf = int(parts[-1])
+    node[leaf] = value  # type: ignore[index]

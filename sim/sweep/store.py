@@ -1,0 +1,104 @@
+"""The results file: CSV, one row per finished point, appended and synced as each finishes.
+
+Resume: opening an existing file reads the ids of the points already in it (the sweep skips
+them). A row cut off by a kill (no final newline) is dropped first, so its point reruns. A
+file whose header differs belongs to another sweep and is refused, not mixed.
+Parquet (``<results>.parquet``) is written from the CSV at the end when pyarrow is installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import IO
+
+from sim.errors import ConfigError
+from sim.sweep.row import ID_COLUMN
+
+
+class ResultStore:
+    """Append-only CSV results of one sweep; use as a context manager."""
+
+    def __init__(self, path: str | Path, columns: list[str]) -> None:
+        self.path = Path(path)
+        self.columns = list(columns)
+        self._file: IO[str] | None = None
+        self._writer: csv.DictWriter[str] | None = None
+
+    def __enter__(self) -> ResultStore:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            _drop_partial_line(self.path)
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        if not fresh:
+            self._check_header()
+        self._file = self.path.open("a", newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=self.columns)
+        if fresh:
+            self._writer.writeheader()
+            self._sync()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def done_ids(self) -> set[str]:
+        """Ids of the points already recorded (finished or failed)."""
+        return {row[ID_COLUMN] for row in read_rows(self.path)}
+
+    def append(self, row: dict[str, str]) -> None:
+        """Write one row and push it to disk before returning (flush + fsync)."""
+        if self._writer is None:
+            raise RuntimeError("ResultStore.append outside 'with'")
+        self._writer.writerow({c: row.get(c, "") for c in self.columns})
+        self._sync()
+
+    def _sync(self) -> None:
+        assert self._file is not None
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def _check_header(self) -> None:
+        with self.path.open(newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != self.columns:
+            raise ConfigError(
+                str(self.path),
+                "holds results of a different sweep (its columns differ); give another --out",
+            )
+
+
+def read_rows(path: str | Path) -> list[dict[str, str]]:
+    """The complete rows of a results CSV (a cut-off last row is ignored)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        width = len(reader.fieldnames or [])
+        return [row for row in reader if len(row) == width and None not in row.values()]
+
+
+def write_parquet(csv_path: str | Path) -> Path | None:
+    """``<results>.parquet`` beside the CSV when pyarrow is installed, else None."""
+    try:
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    csv_path = Path(csv_path)
+    out = csv_path.with_suffix(".parquet")
+    pq.write_table(pacsv.read_csv(csv_path), out)
+    return out
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Truncate a row that a kill cut off mid-write (the file does not end in a newline)."""
+    with path.open("rb+") as f:
+        data = f.read()
+        if data.endswith(b"\n"):
+            return
+        f.truncate(data.rfind(b"\n") + 1)
