@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from sim.commands_plot import save_run_option, trace_option, write_run_files
 from sim.errors import MoesimError
 
 EXIT_BAD_INPUT = 2
@@ -41,13 +42,22 @@ def main() -> None:
 
 @main.command()
 @click.argument("scenario")
+@trace_option
+@save_run_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
 @click.option("--seed", type=int, default=None, help="Override the scenario's seed.")
 @click.option(
     "--out", type=click.Path(dir_okay=False), default=None, help="Also write the JSON record here."
 )
 @_user_errors
-def run(scenario: str, as_json: bool, seed: int | None, out: str | None) -> None:
+def run(
+    scenario: str,
+    as_json: bool,
+    seed: int | None,
+    out: str | None,
+    trace_path: str | None,
+    run_path: str | None,
+) -> None:
     """Simulate SCENARIO (a shipped name or a YAML path) and attribute its stragglers."""
     from dataclasses import replace
 
@@ -60,6 +70,8 @@ def run(scenario: str, as_json: bool, seed: int | None, out: str | None) -> None
     if seed is not None:
         scn = replace(scn, seed=seed)
     res = run_scenario(scn)
+    if trace_path or run_path:
+        write_run_files(scn, res, trace_path, run_path)
     if out:
         Path(out).write_text(res.to_json())
     click.echo(res.to_json() if as_json else summary_text(res))
@@ -139,9 +151,14 @@ def place(
 
 def _register_commands() -> None:
     """Commands that live in their own modules."""
+    from sim.commands_design import design, plan
+    from sim.commands_plot import plot
     from sim.commands_sweep import sweep
     from sim.commands_validate import validate
 
+    main.add_command(plot)
+    main.add_command(design)
+    main.add_command(plan)
     main.add_command(validate)
     main.add_command(sweep)
 

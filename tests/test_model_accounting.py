@@ -49,12 +49,28 @@ def test_mixtral_exact() -> None:
     (DEEPSEEK_V3, 671e9, 0.01),
     (MIXTRAL_8X7B, 46.7e9, 0.01),
     (QWEN3_235B_A22B, 235e9, 0.01),
-    # The config gives 1.0264T; the report's 1.04T is 1.3% above (it coincides with counting
-    # all 61 layers as MoE layers, 1.043T).
-    (KIMI_K2, 1.04e12, 0.015),
 ])
 def test_totals_match_published(cfg: ModelConfig, total: float, total_tol: float) -> None:
     assert param_counts(cfg).total == pytest.approx(total, rel=total_tol)
+
+
+def test_kimi_total_follows_its_config() -> None:
+    """Kimi K2's released config gives 1.0264T, 1.3% below the report's "1.04T".
+
+    No principled counting convention closes that gap (it coincides with counting all 61 layers
+    as MoE, 1.043T, but the config has first_k_dense_replace=1), so the published-figure check
+    is reported as failing by ``moesim validate`` rather than loosened here. This pins the
+    config arithmetic by hand: experts + shared expert + router of 60 MoE layers, one dense
+    FFN, 61 MLA blocks, input and output embeddings; norms add the last ~1M.
+    """
+    h = 7168
+    expert = 3 * h * 2048
+    moe = 60 * (384 * expert + expert + 384 * h)
+    attn = 61 * (h * 1536 + 1536 * 64 * 192 + h * (512 + 64) + 512 * 64 * 256 + 64 * 128 * h)
+    by_hand = moe + 3 * h * 18432 + attn + 2 * 163840 * h
+    total = param_counts(KIMI_K2).total
+    assert by_hand <= total <= by_hand + 2_000_000
+    assert total / 1.04e12 - 1 == pytest.approx(-0.0131, abs=0.0005)
 
 
 def test_active_match_published() -> None:

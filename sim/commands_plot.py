@@ -1,0 +1,125 @@
+"""CLI pieces for figures and timelines: the ``plot`` command and ``run``'s file options.
+
+``plot`` draws from saved files only (run records, result records, sweep CSVs); the
+drawing code lives in ``plots/`` and is imported inside the command, so importing
+``sim`` never pulls in the plotting library. For ``moesim run``: :func:`trace_option` and
+:func:`save_run_option` add ``--trace FILE`` / ``--save-run FILE``, and
+:func:`write_run_files` writes them (one extra simulation of the actual run; the
+simulator is deterministic, so it is the run behind the result).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from sim.errors import ConfigError, MoesimError
+from sim.report.result import Result
+from sim.scenario.schema import Scenario
+
+F = TypeVar("F", bound=Callable[..., Any])
+KINDS = ("congestion", "timeline", "breakdown", "stragglers", "sweep")
+SINGLE_INPUT = ("congestion", "timeline", "sweep")
+
+
+def trace_option(fn: F) -> F:
+    """``--trace FILE``: write the Chrome-trace JSON of the run (open it in ui.perfetto.dev)."""
+    return click.option(
+        "--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
+        help="Write a Chrome-trace JSON timeline of the run (opens in ui.perfetto.dev).",
+    )(fn)
+
+
+def save_run_option(fn: F) -> F:
+    """``--save-run FILE``: write the run record (spans + link timeline) that plots read."""
+    return click.option(
+        "--save-run", "run_path", type=click.Path(dir_okay=False), default=None,
+        help="Write the run record (per-rank spans, link utilisation) for `moesim plot`.",
+    )(fn)
+
+
+def write_trace(scn: Scenario, path: str | Path) -> Path:
+    """Simulate ``scn`` once and write its Chrome trace to ``path``."""
+    from sim.report.trace import write_chrome_trace
+    from sim.simulate import simulate
+
+    return write_chrome_trace(simulate(scn), path)
+
+
+def write_run_files(
+    scn: Scenario,
+    result: Result,
+    trace_path: str | Path | None = None,
+    run_path: str | Path | None = None,
+) -> list[Path]:
+    """Write the trace and/or run record of ``scn`` (whose result is ``result``)."""
+    if trace_path is None and run_path is None:
+        return []
+    from sim.report.timeline import save_run
+    from sim.report.trace import write_chrome_trace
+    from sim.simulate import simulate
+
+    sim = simulate(scn)
+    written = []
+    if trace_path is not None:
+        written.append(write_chrome_trace(sim, trace_path))
+    if run_path is not None:
+        written.append(save_run(sim, result, run_path))
+    return written
+
+
+def draw(kind: str, results: tuple[str, ...], out: str, x: str | None = None) -> Path:
+    """Draw figure ``kind`` from the saved files ``results`` to ``out`` (PNG or SVG)."""
+    if kind not in KINDS:
+        raise ConfigError("kind", f"unknown {kind!r}; allowed: {', '.join(KINDS)}")
+    if not results:
+        raise ConfigError("results", "give at least one saved file")
+    if kind in SINGLE_INPUT and len(results) > 1:
+        raise ConfigError("results", f"{kind} draws one file; got {len(results)}")
+    if x is not None and kind != "sweep":
+        raise ConfigError("x", "only the sweep plot takes --x")
+    from plots.breakdown import draw_breakdown
+    from plots.common import check_output
+    from plots.congestion import draw_congestion
+    from plots.stragglers import draw_stragglers
+    from plots.sweep import draw_sweep
+    from plots.timeline import draw_timeline
+
+    check_output(out)
+    if kind == "congestion":
+        return draw_congestion(results[0], out)
+    if kind == "timeline":
+        return draw_timeline(results[0], out)
+    if kind == "breakdown":
+        return draw_breakdown(list(results), out)
+    if kind == "stragglers":
+        return draw_stragglers(list(results), out)
+    return draw_sweep(results[0], out, x=x)
+
+
+@click.command("plot")
+@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False),
+              help="Figure file: .png or .svg.")
+@click.option("--x", default=None, help="sweep: the axis column on the x axis.")
+def plot(kind: str, results: tuple[str, ...], out: str, x: str | None) -> None:
+    """Draw KIND from saved RESULTS (run records, result JSON, or a sweep CSV).
+
+    \b
+    congestion  links x time utilisation heatmap by tier (one run record)
+    timeline    per-rank Gantt of one step (one run record)
+    breakdown   stacked step breakdown, one bar per file (run or result records)
+    stragglers  straggler excess by cause/rank/link (run or result records)
+    sweep       step time and excess against --x, p50 and p1-p99 band (one sweep CSV)
+    """
+    try:
+        path = draw(kind, results, out, x)
+    except MoesimError as exc:
+        click.echo(f"moesim: {exc}", err=True)
+        sys.exit(2)
+    click.echo(f"wrote {path}")

@@ -1,0 +1,188 @@
+"""Fast analytical step time of one layout: compute, pipeline bubble, communication.
+
+Assumptions (each a deliberate simplification; the engine replaces the MoE part for the
+best candidates, see :mod:`sim.plan.evaluate`):
+
+* Compute: model FLOPs (:func:`sim.model.flops_per_token`) x 3 for forward + backward, plus
+  recompute (selective: the attention core forward again; full: the whole forward again),
+  at the GPU's BF16 peak times the GEMM efficiency of the roofline model
+  (:func:`sim.hardware.gemm_efficiency`) with ``tokens/(tp*cp)`` rows for the dense parts
+  (attention core at the same efficiency: an approximation of flash attention). Routed and
+  shared experts use the engine's own roofline cost (:func:`sim.workload.costs.experts_s`,
+  grouped GEMMs including their weight reads) under a balanced router: each local expert
+  receives ``tokens/(tp*cp) * top_k * ep / experts`` rows.
+* MoE all-to-all per layer and micro-batch: four of them (dispatch and combine, forward
+  and backward), each rank sending ``tokens * top_k * (1 - 1/ep)`` token copies (no
+  de-duplication: an upper bound) at FP8 (dispatch) or BF16 (the others), over the
+  achievable bandwidth of the slowest link class the EP group crosses
+  (:meth:`FabricView.effective_bw_gbps`). Not overlapped with compute.
+* TP with sequence parallelism: per layer and direction, an all-gather and a
+  reduce-scatter around attention, and around the dense FFN on dense layers (routed
+  experts with etp=1 need none), each moving ``(tp-1)/tp`` of the layer's activation.
+  CP: ring attention passes K/V ``cp-1`` times forward and twice that backward, half of it
+  exposed (:data:`CP_EXPOSED`). PP: one activation send forward and one gradient back per
+  micro-batch and virtual chunk, exposed.
+* Pipeline (1F1B / interleaved): ``step = t_mb * (m + (pp - 1) / vpp)`` on the slowest
+  stage: bubble fraction ``(pp-1)/(vpp*m)`` (Narayanan et al. 2021, sec. 2.2).
+* Data parallel: distributed-optimizer gradient reduce-scatter and parameter all-gather in
+  BF16, ring cost ``2 (n-1)/n * bytes / bw``, dense parameters over the DP group and
+  experts over EDP; :data:`DP_EXPOSED` of it is not hidden behind compute (Megatron
+  ``--overlap-grad-reduce --overlap-param-gather``; assumption).
+* Optimizer step: memory-bound over the GPU's shard (~30 B per sharded parameter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.hardware import GpuSpec, gemm_efficiency
+from sim.model import ModelConfig, flops_per_token
+from sim.model.memory import stage_params
+from sim.plan.candidates import Candidate
+from sim.plan.fabric_view import FabricView
+from sim.plan.spec import DesignSpec
+from sim.workload.costs import LayerShape, experts_s, token_bytes
+
+DP_EXPOSED = 0.5  # assumption: half the DP/EDP collectives outlast the overlap window
+CP_EXPOSED = 0.5  # assumption: ring-attention K/V passes half hidden behind attention
+OPTIMIZER_BYTES_PER_PARAM = 30.0  # read grad 4, read+write master/m/v 24, write bf16 2
+BF16 = 2
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Seconds per step of one layout, by part (per-micro-batch parts summed over m)."""
+
+    dense_compute_s: float
+    moe_s: float            # routed + shared expert compute and all-to-all (MoE part)
+    a2a_s: float            # the all-to-all inside moe_s
+    tp_s: float
+    cp_s: float
+    pp_s: float
+    bubble_s: float
+    dp_s: float
+    optimizer_s: float
+    moe_layers: int          # MoE layers on the slowest stage
+    microbatches: int
+    tokens_per_rank: int     # tokens per GPU per micro-batch (what the EP group sees)
+
+    @property
+    def step_time_s(self) -> float:
+        return (self.dense_compute_s + self.moe_s + self.tp_s + self.cp_s + self.pp_s
+                + self.bubble_s + self.dp_s + self.optimizer_s)
+
+    @property
+    def moe_layer_s(self) -> float:
+        """One MoE layer, one micro-batch, forward + backward (what the engine replaces)."""
+        return self.moe_s / max(1, self.moe_layers * self.microbatches)
+
+
+def _rate(gpu: GpuSpec, rows: float, n: int, k: int) -> float:
+    eff = float(gemm_efficiency(gpu, max(1.0, rows), n, k))
+    return gpu.peak_tflops("bf16") * 1e12 * max(eff, 1e-3)
+
+
+def _stage_layers(model: ModelConfig, cand: Candidate) -> tuple[int, int, bool]:
+    """(MoE layers, dense layers, holds the LM head) of the stage with the most layers."""
+    bounds, start = [], 0
+    for n in cand.layout.stage_layers(model.num_layers):
+        bounds.append((start, n))
+        start += n
+    worst = max(range(len(bounds)), key=lambda r: (bounds[r][1], r))
+    s, n = bounds[worst]
+    moe = sum(model.moe_layers[s:s + n])
+    return moe, n - moe, worst == len(bounds) - 1
+
+
+def estimate(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate,
+             view: FabricView) -> Estimate:
+    """Analytical step time of a fitting candidate (see the module docstring)."""
+    lay, m, h = cand.layout, cand.num_microbatches, model.hidden_size
+    t_r = spec.micro_batch_size * spec.seq_len / (lay.tp * lay.cp)
+    f = flops_per_token(model, spec.seq_len)
+    n_moe, n_dense, head = _stage_layers(model, cand)
+    per_attn = (f.attention_proj + f.attention_core) / model.num_layers
+    per_dense_ffn = f.dense_ffn / max(1, model.n_dense_layers)
+    per_router = f.router / max(1, model.n_moe_layers)
+    dense_fwd = (n_moe + n_dense) * per_attn + n_dense * per_dense_ffn + n_moe * per_router
+    dense_fwd += (f.lm_head + f.mtp) if head else 0.0
+    recompute = {"selective": f.attention_core / model.num_layers * (n_moe + n_dense),
+                 "full": dense_fwd}.get(cand.recompute, 0.0)
+    dense_rate = _rate(gpu, t_r, h, h)
+    dense_s = (3 * dense_fwd + recompute) * t_r / dense_rate
+    moe_layer = _moe_layer(spec, model, gpu, cand, view, t_r)
+    tp_s = _tp_layer_s(lay.tp, t_r * lay.tp * h * BF16, view.effective_bw_gbps(lay, "tp"))
+    tp_s *= n_moe * 4 + n_dense * 8
+    cp_s = 0.0
+    if lay.cp > 1:
+        kv_bytes = t_r * _kv_width(model) * BF16  # this rank's K/V block (heads / tp)
+        cp_s = 3 * (lay.cp - 1) * kv_bytes / (view.effective_bw_gbps(lay, "cp") * 1e9)
+        cp_s *= CP_EXPOSED * (n_moe + n_dense)
+    pp_s = 0.0
+    if lay.pp > 1:
+        pp_s = 2 * lay.vpp * t_r * h * BF16 / (view.effective_bw_gbps(lay, "pp") * 1e9)
+    t_mb = dense_s + moe_layer[0] * n_moe + tp_s + cp_s + pp_s
+    bubble_s = t_mb * (lay.pp - 1) / lay.vpp
+    dp_s, opt_s = _dp_and_optimizer_s(model, gpu, cand, view)
+    return Estimate(
+        dense_compute_s=dense_s * m, moe_s=moe_layer[0] * n_moe * m,
+        a2a_s=moe_layer[1] * n_moe * m, tp_s=tp_s * m, cp_s=cp_s * m, pp_s=pp_s * m,
+        bubble_s=bubble_s, dp_s=dp_s, optimizer_s=opt_s, moe_layers=n_moe, microbatches=m,
+        tokens_per_rank=int(t_r),
+    )
+
+
+def _kv_width(model: ModelConfig) -> int:
+    if model.attention == "mla":
+        d = model.qk_nope_head_dim + model.qk_rope_head_dim + model.v_head_dim
+        return model.num_attention_heads * d
+    return 2 * model.num_key_value_heads * model.head_dim
+
+
+def _tp_layer_s(tp: int, full_bytes: float, bw_gbps: float) -> float:
+    """One all-gather or reduce-scatter of a layer activation over the TP group."""
+    return 0.0 if tp == 1 else (tp - 1) / tp * full_bytes / (bw_gbps * 1e9)
+
+
+def _moe_layer(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate,
+               view: FabricView, t_r: float) -> tuple[float, float]:
+    """(MoE part, its all-to-all) of one MoE layer and micro-batch, forward + backward."""
+    if not model.is_moe:
+        return 0.0, 0.0
+    lay, h = cand.layout, model.hidden_size
+    local = model.n_routed_experts // lay.ep
+    load = np.full(local, t_r * model.top_k / local)  # balanced router: copies per expert
+    shape = LayerShape(model, max(1, round(t_r)), spec.seq_len)
+    fwd = experts_s(shape, gpu, load, 1.0, False)
+    compute = fwd + experts_s(shape, gpu, load, 1.0, True)
+    if cand.recompute == "full":
+        compute += fwd
+    copies = t_r * model.top_k * (1 - 1 / lay.ep)
+    wire = token_bytes(h, "fp8") + 3 * token_bytes(h, "bf16")
+    a2a = copies * wire / (view.effective_bw_gbps(lay, "ep") * 1e9) if lay.ep > 1 else 0.0
+    return compute + a2a, a2a
+
+
+def _dp_and_optimizer_s(model: ModelConfig, gpu: GpuSpec, cand: Candidate,
+                        view: FabricView) -> tuple[float, float]:
+    lay = cand.layout
+    stages = stage_params(model, lay)
+    dense = max(d for d, _ in stages) / lay.tp
+    expert = max(e for _, e in stages) / (lay.ep * lay.etp)
+    dp_s = 0.0
+    for kind, n, params in (("dp", lay.dp * lay.cp, dense), ("edp", lay.edp, expert)):
+        if n > 1 and params:
+            bw = view.effective_bw_gbps(lay, kind if getattr(lay, kind) > 1 else "cp")
+            dp_s += 2 * 2 * (n - 1) / n * params * BF16 / (bw * 1e9)
+    dp_s *= DP_EXPOSED
+    shard = dense / (lay.dp * lay.cp) + expert / lay.edp
+    opt_s = shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_gbps * 1e9 * 0.84)
+    return dp_s, opt_s
+
+
+def mfu(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, step_time_s: float) -> float:
+    """Model FLOPs utilisation: 3 x forward FLOPs of the step's tokens / (time x peak)."""
+    flops = 3 * flops_per_token(model, spec.seq_len).total * spec.tokens_per_step
+    return flops / (step_time_s * spec.gpus * gpu.peak_tflops("bf16") * 1e12)
