@@ -5,6 +5,7 @@ Megatron-LM knobs modelled here (Megatron-LM arguments, ``megatron/training/argu
 (kind ``force_biased``: normal random bias on the router logits; a positive std draws a new bias
 every forward, a negative std one bias per layer, reused), ``--moe-expert-capacity-factor``
 (unset = dropless; else capacity per expert = ceil(factor x tokens x top_k / experts)).
+``redundant_experts`` models DeepSeek-V3's redundant experts (arXiv 2412.19437 section 3.4; EPLB).
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class RouterConfig:
     """None = dropless; else drop assignments over ceil(cf x tokens x top_k / experts) per rank."""
     placement: str = "contiguous"
     """Expert -> EP rank map by registry name: contiguous | round_robin."""
+    redundant_experts: int = 0
+    """EPLB-style: the N most loaded experts of each layer get one replica on the least loaded
+    other rank, and take half of each source's tokens (0 = off; < n_experts, checked at route)."""
 
     def __post_init__(self) -> None:
         _check_choice("router.kind", self.kind, popularity_names())
@@ -79,6 +83,7 @@ class RouterConfig:
         if self.capacity_factor is not None:
             _check_real("router.capacity_factor", self.capacity_factor, minimum=0.0, strict=True)
         _check_choice("router.placement", self.placement, placement_names())
+        check_index("router.redundant_experts", self.redundant_experts, minimum=0)
 
     @property
     def dropless(self) -> bool:

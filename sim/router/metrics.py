@@ -10,8 +10,10 @@ def imbalance(result: RoutingResult) -> dict[str, float]:
 
     ``expert_ratio`` = max/mean expert load (1.0 = perfectly balanced); ``rank_ratio`` the same
     over the assignments each rank's experts receive - the straggler factor of the grouped GEMMs.
+    Expert figures fold redundant copies back into their original (the router's skew); rank
+    figures include them (what each rank computes).
     """
-    expert = result.expert_load()
+    expert = result.original_expert_load()
     rank = result.rank_load()
     kept = float(expert.sum())
     total = kept + result.dropped_total()

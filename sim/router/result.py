@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -11,25 +11,33 @@ import numpy as np
 class RoutingResult:
     """Token counts of one MoE layer for one micro-batch; every array is read-only.
 
-    An *assignment* is one (token, expert) pair; a token makes top_k of them.
+    An *assignment* is one (token, expert) pair; a token makes top_k of them. With redundant
+    experts (``RouterConfig.redundant_experts``) the expert axis has one column per expert copy:
+    the originals first, then the replicas, named by ``replica_of``.
     """
 
     tokens: np.ndarray
-    """int64 [n_ranks, n_experts]: kept assignments from each source rank to each expert."""
+    """int64 [n_ranks, n_experts]: kept assignments from each source rank to each expert copy."""
     dropped: np.ndarray
-    """int64 [n_ranks, n_experts]: assignments dropped over capacity at the source rank."""
+    """int64 [n_ranks, n_experts]: assignments dropped over capacity at the source rank
+    (drops happen before replication: replica columns are 0)."""
     expert_to_rank: np.ndarray
-    """int64 [n_experts]: the EP rank hosting each expert."""
+    """int64 [n_experts]: the EP rank hosting each expert copy."""
     rank_tokens: np.ndarray
     """int64 [n_ranks, n_ranks]: kept assignments src -> dst rank (2 experts on dst count 2)."""
     rank_tokens_dedup: np.ndarray
     """int64 [n_ranks, n_ranks]: distinct tokens src -> dst (DeepEP sends a token once per rank)."""
     popularity: np.ndarray
-    """float64 [n_experts]: the expert popularity used (sums to 1)."""
+    """float64 [original experts]: the expert popularity used (sums to 1)."""
+    replica_of: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    """int64 [n_experts]: the original expert a replica column copies, -1 for originals
+    (empty = no replicas: filled with -1)."""
 
     def __post_init__(self) -> None:
+        if self.replica_of.size == 0:
+            object.__setattr__(self, "replica_of", np.full(self.n_experts, -1, dtype=np.int64))
         for array in (self.tokens, self.dropped, self.expert_to_rank, self.rank_tokens,
-                      self.rank_tokens_dedup, self.popularity):
+                      self.rank_tokens_dedup, self.popularity, self.replica_of):
             array.setflags(write=False)
 
     @property
@@ -39,12 +47,27 @@ class RoutingResult:
 
     @property
     def n_experts(self) -> int:
-        """Routed experts of the layer."""
+        """Expert columns: the layer's routed experts plus any replicas."""
         return int(self.tokens.shape[1])
 
+    @property
+    def n_replicas(self) -> int:
+        """Redundant expert copies (0 without ``redundant_experts``)."""
+        return int(np.count_nonzero(self.replica_of >= 0))
+
+    def original_of(self) -> np.ndarray:
+        """int64 [n_experts]: the original expert id of each column (itself for originals)."""
+        return np.where(self.replica_of >= 0, self.replica_of, np.arange(self.n_experts))
+
     def expert_load(self) -> np.ndarray:
-        """int64 [n_experts]: kept assignments each expert receives, over all sources."""
+        """int64 [n_experts]: kept assignments each expert copy receives, over all sources."""
         return self.tokens.sum(axis=0)
+
+    def original_expert_load(self) -> np.ndarray:
+        """int64 [original experts]: kept assignments per expert, replicas folded back."""
+        n_original = self.n_experts - self.n_replicas
+        return np.bincount(self.original_of(), weights=self.expert_load(),
+                           minlength=n_original).astype(np.int64)
 
     def rank_load(self) -> np.ndarray:
         """int64 [n_ranks]: kept assignments each rank's experts receive (its grouped-GEMM rows)."""
@@ -63,8 +86,9 @@ class RoutingResult:
         return int(self.dropped.sum())
 
     def hot_experts(self, rank: int, top: int = 3) -> list[int]:
-        """Up to ``top`` experts on ``rank``, heaviest first (ties: lower id first)."""
+        """Up to ``top`` experts on ``rank``, heaviest first (ties: lower column first), by the
+        load of the copy ``rank`` hosts; a replica is named by its original expert's id."""
         experts = self.experts_on(rank)
         load = self.expert_load()[experts]
         order = np.lexsort((experts, -load))
-        return [int(e) for e in experts[order][:top]]
+        return [int(e) for e in self.original_of()[experts[order][:top]]]

@@ -11,6 +11,9 @@ assignments beyond it are dropped. Which ones is a modelling choice (counts are 
 here a rank keeps every token's first choice before any token's second, and earlier tokens
 first within a choice - close to Megatron's "probs" policy, since earlier choices carry higher
 router probabilities.
+
+``RouterConfig.redundant_experts`` > 0 then copies the hottest experts (``sim.router.redundant``):
+the replicas are extra expert columns of the result, so the per-rank sizes and loads include them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from sim.router.config import RouterConfig
 from sim.router.groups import group_limited_columns
 from sim.router.placement import place_experts
 from sim.router.popularity import layer_popularity, popularity_model
+from sim.router.redundant import check_redundant, replicate_hot_experts
 from sim.router.result import RoutingResult
 from sim.router.streams import TAG_TOKENS, check_index, stream
 
@@ -166,6 +170,7 @@ def route_tokens(
     p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
                     step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
     expert_to_rank = place_experts(cfg.placement, n_experts, n_ranks)
+    check_redundant(cfg.redundant_experts, n_experts=n_experts, n_ranks=n_ranks)
     columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
                               top_k=top_k, seed=seed, layer=layer, microbatch=microbatch,
                               step=step, n_group=n_group, topk_group=topk_group)
@@ -179,6 +184,9 @@ def route_tokens(
         tokens = np.minimum(wanted, capacity)
         if np.any(wanted > capacity):
             keep = keep_mask(columns, n_ranks, n_experts, capacity)
+    if cfg.redundant_experts:
+        return _route_with_replicas(cfg, p, columns, src, keep, tokens, wanted, expert_to_rank,
+                                    n_ranks=n_ranks)
     on_rank = expert_to_rank[:, None] == np.arange(n_ranks)[None, :]
     dst = expert_to_rank.astype(np.int32)[columns]
     return RoutingResult(
@@ -188,4 +196,31 @@ def route_tokens(
         rank_tokens=tokens @ on_rank.astype(np.int64),
         rank_tokens_dedup=_dedup_rank_tokens(dst, src, keep, n_ranks),
         popularity=p,
+    )
+
+
+def _route_with_replicas(
+    cfg: RouterConfig, p: np.ndarray, columns: np.ndarray, src: np.ndarray,
+    keep: np.ndarray | None, tokens: np.ndarray, wanted: np.ndarray, expert_to_rank: np.ndarray,
+    *, n_ranks: int,
+) -> RoutingResult:
+    """``route_tokens`` tail with ``cfg.redundant_experts`` replicas as extra expert columns."""
+    n_experts = expert_to_rank.size
+    kept = np.ones(columns.shape, dtype=bool) if keep is None else keep
+    remapped, placement, replica_of = replicate_hot_experts(
+        columns, kept, expert_to_rank, n_ranks=n_ranks, count=cfg.redundant_experts)
+    n_columns = placement.size
+    extended = np.bincount((src[None, :].astype(np.int64) * n_columns + remapped)[kept],
+                           minlength=n_ranks * n_columns).reshape(n_ranks, n_columns)
+    dropped = np.zeros_like(extended)
+    dropped[:, :n_experts] = wanted - tokens
+    on_rank = placement[:, None] == np.arange(n_ranks)[None, :]
+    return RoutingResult(
+        tokens=extended,
+        dropped=dropped,
+        expert_to_rank=placement,
+        rank_tokens=extended @ on_rank.astype(np.int64),
+        rank_tokens_dedup=_dedup_rank_tokens(placement[remapped], src, keep, n_ranks),
+        popularity=p,
+        replica_of=replica_of,
     )

@@ -133,8 +133,6 @@ class LayerCosts:
     unpermute: np.ndarray
     attn_bwd: np.ndarray
     experts_bwd: np.ndarray
-    experts_balanced_fwd: float
-    experts_balanced_bwd: float
 
 
 def layer_costs(
@@ -144,7 +142,6 @@ def layer_costs(
     n = routing.n_ranks
     load = routing.expert_load()
     per_rank = [load[routing.experts_on(r)] for r in range(n)]
-    mean_local = np.full(per_rank[0].shape, float(load.sum()) / load.size)
 
     def each(fn: object) -> np.ndarray:
         return np.array([fn(r) for r in range(n)])  # type: ignore[operator]
@@ -156,6 +153,4 @@ def layer_costs(
         unpermute=each(lambda r: unpermute_s(shape, gpu, float(slowdown[r]))),
         attn_bwd=each(lambda r: attention_block_s(shape, gpu, float(slowdown[r]), True)),
         experts_bwd=each(lambda r: experts_s(shape, gpu, per_rank[r], float(slowdown[r]), True)),
-        experts_balanced_fwd=experts_s(shape, gpu, mean_local, 1.0, False),
-        experts_balanced_bwd=experts_s(shape, gpu, mean_local, 1.0, True),
     )
