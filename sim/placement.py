@@ -40,12 +40,11 @@ import networkx as nx
 import numpy as np
 
 from sim.errors import ConfigError, FabricError
+from sim.fabric_index import LEVELS, LINK_CLASSES, IndexedFabric, index_fabric
 from sim.layout import ParallelLayout
 
 PLACE_KINDS = ("tp", "cp", "ep", "etp", "dp", "edp", "pp")
 SPANS = ("gpu", "nvlink", "leaf", "spine", "core")
-LINK_CLASSES = ("nvlink", "pcie", "nic", "leaf_spine", "spine_core")
-LEVELS = (0, 1, 2, 3)  # switch tiers: nvswitch 0, leaf 1, spine 2, core 3
 _CLASSES_ABOVE = {1: ("pcie", "nic"), 2: ("pcie", "nic", "leaf_spine"),
                   3: ("pcie", "nic", "leaf_spine", "spine_core")}
 
@@ -63,121 +62,6 @@ class GroupPlacement:
     domains_per_group: int   # max NVLink domains one group touches
     hosts_per_group: int
     forwarded: bool = False  # some pair needs forwarding through an NVLink peer (PXN)
-
-
-@dataclass(frozen=True)
-class _Fabric:
-    """Per-GPU view of a fabric graph, GPUs by global index."""
-
-    reach: tuple[tuple[frozenset[int], ...], ...]  # [level][gpu] -> adjacent component ids
-    forwarded_reach: tuple[tuple[frozenset[int], ...], ...]  # the same, PXN through a peer
-    pattern: tuple[int, ...]  # [gpu] -> id of (reach, forwarded_reach) over all levels
-    host: np.ndarray
-    domain: np.ndarray
-    class_bw_gbps: dict[str, np.ndarray]
-
-
-def _components(graph: nx.DiGraph) -> list[dict[str, int]]:
-    """Per level, component id of every non-GPU node of tier <= level (NICs count as -1)."""
-    others = nx.Graph()
-    tiers = {n: d.get("tier", -1) for n, d in graph.nodes(data=True) if d.get("kind") != "gpu"}
-    others.add_nodes_from(tiers)
-    others.add_edges_from((u, v) for u, v in graph.edges() if u in tiers and v in tiers)
-    out = []
-    for level in LEVELS:
-        view = others.subgraph([n for n, t in tiers.items() if t <= level])
-        out.append({n: c for c, comp in enumerate(nx.connected_components(view)) for n in comp})
-    return out
-
-
-def _reach(graph: nx.DiGraph, gpus: list[str]) -> tuple[tuple[frozenset[int], ...], ...]:
-    """Per level and GPU, the components it touches that also touch another GPU."""
-    levels = []
-    for comp in _components(graph):
-        touched = [frozenset(comp[v] for v in graph.successors(g) if v in comp) for g in gpus]
-        count: dict[int, int] = {}
-        for cs in touched:
-            for c in cs:
-                count[c] = count.get(c, 0) + 1
-        levels.append(tuple(frozenset(c for c in cs if count[c] > 1) for cs in touched))
-    return tuple(levels)
-
-
-def _tier_sums(graph: nx.DiGraph) -> tuple[dict[tuple[str, str], float],
-                                             dict[tuple[str, str], float]]:
-    """Total bandwidth leaving and entering each node, per link class (one pass)."""
-    out: dict[tuple[str, str], float] = {}
-    into: dict[tuple[str, str], float] = {}
-    for u, v, d in graph.edges(data=True):
-        key_out, key_in = (u, d.get("tier", "")), (v, d.get("tier", ""))
-        out[key_out] = out.get(key_out, 0.0) + d["bw_gbps"]
-        into[key_in] = into.get(key_in, 0.0) + d["bw_gbps"]
-    return out, into
-
-
-def _leaf_shares(graph: nx.DiGraph) -> dict[str, tuple[float, float]]:
-    """Per leaf, (leaf_spine, spine_core) bandwidth per unit of NIC bandwidth below it."""
-    out, into = _tier_sums(graph)
-
-    def ratio(node: str, up: str, down: str) -> float:
-        below = into.get((node, down), 0.0)
-        return out.get((node, up), 0.0) / below if below > 0 else 0.0
-
-    shares = {}
-    for leaf, kind in graph.nodes.data("kind"):
-        if kind != "leaf":
-            continue
-        down = into.get((leaf, "nic"), 0.0) or 1.0
-        core = sum(d["bw_gbps"] * ratio(s, "spine_core", "leaf_spine")
-                   for s, d in graph[leaf].items() if d.get("tier") == "leaf_spine")
-        shares[leaf] = (out.get((leaf, "leaf_spine"), 0.0) / down, core / down)
-    return shares
-
-
-def _class_bw(graph: nx.DiGraph, gpu: str,
-              leaves: dict[str, tuple[float, float]]) -> dict[str, float]:
-    """Per-GPU bandwidth (GB/s, one direction) of each link class, see module docstring."""
-    bw = dict.fromkeys(LINK_CLASSES, 0.0)
-    for nic, link in graph[gpu].items():
-        if link.get("tier") in ("nvlink", "pcie"):
-            bw[link["tier"]] += link["bw_gbps"]
-        if link.get("tier") != "pcie":
-            continue
-        share = 1.0 / sum(graph.nodes[v].get("kind") == "gpu" for v in graph.successors(nic))
-        for leaf, up in graph[nic].items():
-            if up.get("tier") == "nic":
-                rate = share * up["bw_gbps"]
-                spine, core = leaves.get(leaf, (0.0, 0.0))
-                bw["nic"] += rate
-                bw["leaf_spine"] += rate * spine
-                bw["spine_core"] += rate * core
-    return bw
-
-
-def _fabric(graph: nx.DiGraph, first_gpu: int, world: int) -> _Fabric:
-    by_index = {d["gpu"]: n for n, d in graph.nodes(data=True) if d.get("kind") == "gpu"}
-    if world + first_gpu > len(by_index):
-        offset = f" from GPU {first_gpu}" if first_gpu else ""
-        raise ConfigError("layout", f"needs {world} GPUs{offset}, fabric "
-                          f"{graph.graph.get('name', '')!r} has {len(by_index)}")
-    missing = [i for i in range(first_gpu, first_gpu + world) if i not in by_index]
-    if missing:
-        raise ConfigError("layout", f"rank {missing[0] - first_gpu} maps to GPU {missing[0]}, "
-                          "which the fabric lacks")
-    gpus = [by_index[i] for i in range(first_gpu, first_gpu + world)]
-    leaves = _leaf_shares(graph)
-    per_gpu = [_class_bw(graph, g, leaves) for g in gpus]
-    domain = [graph.nodes[g]["domain"] for g in gpus]
-    reach = _reach(graph, gpus)
-    forwarded = _forwarded_reach(reach, domain)
-    ids: dict[tuple[frozenset[int], ...], int] = {}
-    pattern = tuple(ids.setdefault(tuple(lv[i] for lv in reach + forwarded), len(ids))
-                    for i in range(world))
-    return _Fabric(
-        reach=reach, forwarded_reach=forwarded, pattern=pattern,
-        host=np.array([graph.nodes[g]["host"] for g in gpus]), domain=np.array(domain),
-        class_bw_gbps={c: np.array([b[c] for b in per_gpu]) for c in LINK_CLASSES},
-    )
 
 
 def _all_pairs_meet(sets: Sequence[frozenset[int]]) -> bool:
@@ -206,20 +90,7 @@ def _group_level(reach: Sequence[Sequence[frozenset[int]]], members: Sequence[in
     return -1
 
 
-def _forwarded_reach(
-    reach: tuple[tuple[frozenset[int], ...], ...], domain: list[int],
-) -> tuple[tuple[frozenset[int], ...], ...]:
-    """Reach when a GPU may forward through any GPU of its NVLink domain (PXN)."""
-    out = []
-    for sets in reach:
-        by_domain: dict[int, frozenset[int]] = {}
-        for d, cs in zip(domain, sets, strict=True):
-            by_domain[d] = by_domain.get(d, frozenset()) | cs
-        out.append(tuple(by_domain[d] for d in domain))
-    return tuple(out)
-
-
-def _classify(fab: _Fabric, kind: str, members: tuple[int, ...],
+def _classify(fab: IndexedFabric, kind: str, members: tuple[int, ...],
               cache: dict[tuple[int, ...], tuple[int, bool, bool]]) -> tuple[int, bool, bool]:
     """(span level, whether a pair shares NVLink, forwarded) for one group, cached."""
     pattern = tuple(sorted(fab.pattern[m] for m in members))
@@ -246,7 +117,7 @@ def _all_pairs_disjoint(sets: Sequence[frozenset[int]]) -> bool:
     return True
 
 
-def _slowest(fab: _Fabric, members: np.ndarray, level: int,
+def _slowest(fab: IndexedFabric, members: np.ndarray, level: int,
              nvlink: bool) -> tuple[float, int, str]:
     """(bandwidth, class order, class) of the slowest class the group crosses."""
     crossed = (("nvlink",) if nvlink or level == 0 else ()) + _CLASSES_ABOVE.get(level, ())
@@ -259,7 +130,7 @@ def _distinct_per_row(values: np.ndarray) -> int:
     return int((1 + (np.diff(rows, axis=1) != 0).sum(axis=1)).max())
 
 
-def _place_kind(layout: ParallelLayout, fab: _Fabric, kind: str) -> GroupPlacement:
+def place_kind(layout: ParallelLayout, fab: IndexedFabric, kind: str) -> GroupPlacement:
     groups = np.array(layout.groups(kind))
     cache: dict[tuple[int, ...], tuple[int, bool, bool]] = {}
     levels, slowest, any_forwarded = [], [], False
@@ -289,9 +160,9 @@ def place(layout: ParallelLayout, graph: nx.DiGraph, first_gpu: int = 0) -> list
         raise ConfigError("layout", f"expected a ParallelLayout, got {type(layout).__name__}")
     if isinstance(first_gpu, bool) or not isinstance(first_gpu, int) or first_gpu < 0:
         raise ConfigError("first_gpu", f"must be an integer >= 0, got {first_gpu!r}")
-    fab = _fabric(graph, first_gpu, layout.world_size)
+    fab = index_fabric(graph, first_gpu, layout.world_size)
     sizes = {k: getattr(layout, k) for k in PLACE_KINDS}
-    return [_place_kind(layout, fab, k) for k in PLACE_KINDS if sizes[k] > 1]
+    return [place_kind(layout, fab, k) for k in PLACE_KINDS if sizes[k] > 1]
 
 
 def placement_table(entries: Sequence[GroupPlacement]) -> str:

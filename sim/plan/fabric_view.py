@@ -12,12 +12,9 @@ from __future__ import annotations
 import networkx as nx
 
 from sim.calibration import link_achievable_fraction
+from sim.fabric_index import IndexedFabric, index_fabric
 from sim.layout import ParallelLayout
-from sim.placement import (
-    GroupPlacement,
-    _place_kind,
-)
-from sim.placement import _fabric as _index_fabric
+from sim.placement import GroupPlacement, place_kind
 
 DENSE = ("tp", "cp", "dp")
 
@@ -32,12 +29,12 @@ class FabricView:
         self.n_gpus = sum(1 for _, k in graph.nodes(data="kind") if k == "gpu")
         self.gpus_per_host = int(graph.graph.get("gpus_per_host", 8))
         self.domain_size = int(graph.graph.get("nvlink_domain_size", self.gpus_per_host))
-        self._fab: dict[int, object] = {}
+        self._fab: dict[int, IndexedFabric] = {}
         self._cache: dict[tuple[object, ...], GroupPlacement] = {}
 
-    def _indexed(self, world: int) -> object:
+    def _indexed(self, world: int) -> IndexedFabric:
         if world not in self._fab:
-            self._fab[world] = _index_fabric(self.graph, 0, world)
+            self._fab[world] = index_fabric(self.graph, 0, world)
         return self._fab[world]
 
     def kind(self, layout: ParallelLayout, kind: str) -> GroupPlacement | None:
@@ -52,7 +49,7 @@ class FabricView:
         key = (kind, layout.world_size, shape)
         if key not in self._cache:
             fab = self._indexed(layout.world_size)
-            self._cache[key] = _place_kind(layout, fab, kind)  # type: ignore[arg-type]
+            self._cache[key] = place_kind(layout, fab, kind)
         return self._cache[key]
 
     def effective_bw_gbps(self, layout: ParallelLayout, kind: str) -> float:
