@@ -80,11 +80,13 @@ def run(
 @main.command("scenarios")
 def list_scenarios() -> None:
     """List the shipped scenarios."""
+    import yaml
+
     from scenarios import resolve, scenario_names
 
     for name in scenario_names():
-        first = resolve(name).read_text().splitlines()[0].lstrip("# ")
-        click.echo(f"{name:<24} {first}")
+        data = yaml.safe_load(resolve(name).read_text()) or {}
+        click.echo(f"{name:<20} {data.get('description', '')}")
 
 
 @main.command()
