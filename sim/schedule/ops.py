@@ -1,0 +1,87 @@
+"""Pipeline schedules as data: the ops one pipeline stage runs, in order.
+
+A model cut into ``pp`` stages with ``v`` virtual chunks per stage has ``pp * v``
+virtual stages. Chunk ``c`` of stage ``s`` is virtual stage ``c * pp + s``
+(Megatron-LM's interleaved layout): a micro-batch's forward walks virtual stages
+0, 1, ..., pp*v - 1 and its backward walks them back.
+
+Representation
+--------------
+* :class:`Pass` is one unit of work: the forward ("F") or backward ("B") of one
+  micro-batch through one chunk of one stage.
+* :class:`Op` is what a stage runs as one step: kind "F" or "B" wraps one pass;
+  kind "FB" (DualPipe-style) runs the forward of micro-batch ``microbatch``
+  (chunk ``chunk``) together with the backward of micro-batch ``bwd_microbatch``
+  (chunk ``bwd_chunk``), so one's compute can hide the other's all-to-all. Both
+  passes of an FB op finish when the op does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sim.errors import ConfigError
+
+PassKind = Literal["F", "B"]
+OpKind = Literal["F", "B", "FB"]
+
+StageOps = tuple["Op", ...]
+"""The ordered ops of one stage."""
+
+ScheduleOps = tuple[StageOps, ...]
+"""One :data:`StageOps` per pipeline stage, stage 0 first."""
+
+
+@dataclass(frozen=True, order=True)
+class Pass:
+    """Forward or backward of one micro-batch through one chunk of a stage."""
+
+    kind: PassKind
+    microbatch: int
+    chunk: int = 0
+
+
+@dataclass(frozen=True)
+class Op:
+    """One step of a stage: a single pass, or (kind "FB") a forward and a backward overlapped."""
+
+    kind: OpKind
+    microbatch: int
+    chunk: int = 0
+    bwd_microbatch: int | None = None
+    bwd_chunk: int | None = None
+
+    def __post_init__(self) -> None:
+        paired = self.bwd_microbatch is not None and self.bwd_chunk is not None
+        if self.kind not in ("F", "B", "FB"):
+            raise ConfigError("schedule.op.kind", f"unknown {self.kind!r}; allowed: F, B, FB")
+        if (self.kind == "FB") != paired:
+            raise ConfigError(
+                "schedule.op", "kind FB needs bwd_microbatch and bwd_chunk; F and B take neither"
+            )
+
+    def passes(self) -> tuple[Pass, ...]:
+        """The passes this op runs, in completion order (FB: forward, then backward)."""
+        if self.kind == "FB":
+            assert self.bwd_microbatch is not None and self.bwd_chunk is not None
+            return (
+                Pass("F", self.microbatch, self.chunk),
+                Pass("B", self.bwd_microbatch, self.bwd_chunk),
+            )
+        return (Pass(self.kind, self.microbatch, self.chunk),)
+
+
+def fwd(microbatch: int, chunk: int = 0) -> Op:
+    """Forward of ``microbatch`` through ``chunk``."""
+    return Op("F", microbatch, chunk)
+
+
+def bwd(microbatch: int, chunk: int = 0) -> Op:
+    """Backward of ``microbatch`` through ``chunk``."""
+    return Op("B", microbatch, chunk)
+
+
+def fwd_bwd(f_microbatch: int, b_microbatch: int, f_chunk: int = 0, b_chunk: int = 0) -> Op:
+    """Forward of ``f_microbatch`` overlapped with backward of ``b_microbatch`` (DualPipe-style)."""
+    return Op("FB", f_microbatch, f_chunk, b_microbatch, b_chunk)

@@ -1,0 +1,81 @@
+"""Pipeline schedules as a registry by name: the swappable part a scenario names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sim.errors import ConfigError
+from sim.schedule import builders
+from sim.schedule.ops import ScheduleOps
+
+BuildFn = Callable[[int, int, int], ScheduleOps]
+"""``(pp, microbatches, virtual_stages) -> ops per stage``."""
+
+CheckFn = Callable[[str, int, int, int], None]
+"""``(name, pp, microbatches, virtual_stages)``; raises ConfigError when the schedule cannot run."""
+
+
+@dataclass(frozen=True)
+class PipelineSchedule:
+    """A named schedule: its builder and the check its inputs must pass."""
+
+    name: str
+    build: BuildFn
+    check: CheckFn
+    description: str = ""
+
+    def ops(self, pp: int, microbatches: int, virtual_stages: int = 1) -> ScheduleOps:
+        """The ordered ops of every stage (ConfigError on inputs it cannot schedule)."""
+        for field, value in (
+            ("schedule.pp", pp),
+            ("schedule.microbatches", microbatches),
+            ("schedule.virtual_stages", virtual_stages),
+        ):
+            if value < 1:
+                raise ConfigError(field, f"must be a positive integer, got {value}")
+        self.check(self.name, pp, microbatches, virtual_stages)
+        return self.build(pp, microbatches, virtual_stages)
+
+
+_SCHEDULES: dict[str, PipelineSchedule] = {}
+
+
+def register_schedule(schedule: PipelineSchedule) -> PipelineSchedule:
+    """Add ``schedule`` to the registry; a duplicate name is an error."""
+    if schedule.name in _SCHEDULES:
+        raise ConfigError("schedule", f"{schedule.name!r} is already registered")
+    _SCHEDULES[schedule.name] = schedule
+    return schedule
+
+
+def schedule_names() -> tuple[str, ...]:
+    """Registered schedule names, in registration order."""
+    return tuple(_SCHEDULES)
+
+
+def get_schedule(name: str) -> PipelineSchedule:
+    """The schedule registered as ``name`` (ConfigError listing the names otherwise)."""
+    if name not in _SCHEDULES:
+        raise ConfigError("schedule", f"unknown {name!r}; allowed: {', '.join(_SCHEDULES)}")
+    return _SCHEDULES[name]
+
+
+def build_schedule(name: str, pp: int, microbatches: int, virtual_stages: int = 1) -> ScheduleOps:
+    """Ops per stage of the schedule named ``name``."""
+    return get_schedule(name).ops(pp, microbatches, virtual_stages)
+
+
+ONE_F_ONE_B = register_schedule(
+    PipelineSchedule("1f1b", builders.one_f_one_b, builders.check_one_chunk, "1F1B")
+)
+INTERLEAVED = register_schedule(
+    PipelineSchedule(
+        "interleaved", builders.interleaved, builders.check_interleaved, "interleaved 1F1B"
+    )
+)
+DUALPIPE = register_schedule(
+    PipelineSchedule(
+        "dualpipe", builders.dualpipe, builders.check_one_chunk, "DualPipe-style F/B overlap"
+    )
+)
