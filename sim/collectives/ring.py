@@ -1,0 +1,199 @@
+"""Ring reduce-scatter, all-gather and all-reduce as flows on a :class:`FlowNetwork`.
+
+Rank i lives on GPU ``gpus[i]``; its ring successor is rank (i + 1) % n. Every
+step moves one chunk of ``size_bytes / n`` bytes from each rank to its successor
+(NCCL's ring algorithm; Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce
+algorithms for clusters of workstations"):
+
+* reduce-scatter: n - 1 steps; each received chunk is reduced into the local one
+  (optional reduction time per step) before it is sent on;
+* all-gather: n - 1 steps of plain copies;
+* all-reduce: reduce-scatter then all-gather, 2(n - 1) steps.
+
+There is no global barrier: a rank sends its step s + 1 chunk as soon as its own
+step s chunk has arrived (and been reduced), and its first chunk when it reaches
+the collective (:meth:`RingCollective.start_rank`). Arrivals before the receiving
+rank has started are accepted (the receive buffer is assumed posted). On an
+uncongested ring with link bandwidth B and per-hop path latency L, each phase of
+n - 1 steps takes (n - 1) * (size / n / B + L).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import simpy
+
+from sim.engine.network import FlowNetwork
+from sim.errors import ConfigError
+
+ReduceTime = float | Callable[[float], float]
+"""Seconds to reduce one received chunk: a constant, or chunk bytes -> seconds."""
+
+
+class RingCollective:
+    """One ring collective of ``n_steps`` steps; ``reduce_steps`` of them (the first) reduce.
+
+    ``done`` fires when every rank has finished (value: finish time in s);
+    ``rank_done[r]`` when rank r has (value: its finish time).
+    """
+
+    def __init__(
+        self,
+        net: FlowNetwork,
+        gpus: Sequence[int] | np.ndarray,
+        size_bytes: float,
+        *,
+        n_steps: int,
+        reduce_steps: int,
+        reduce_s: ReduceTime = 0.0,
+        tag: int = -1,
+    ) -> None:
+        self.net = net
+        self.env: simpy.Environment = net.env
+        self.gpus = np.asarray(gpus, dtype=np.int64)
+        n = self.gpus.size
+        validate_collective(n, size_bytes, reduce_s)
+        self.n_steps = n_steps if n > 1 else 0
+        self.reduce_steps = min(reduce_steps, self.n_steps)
+        self.chunk_bytes = float(size_bytes) / n
+        self.reduce_s = reduce_s
+        self.tag = tag
+        self.done: simpy.Event = self.env.event()
+        self.rank_done: list[simpy.Event] = [self.env.event() for _ in range(n)]
+        self._started = np.zeros(n, dtype=bool)
+        self._sent = np.zeros(n, dtype=np.int64)  # next step each rank will send
+        self._ready = np.zeros(n, dtype=np.int64)  # steps received (and reduced) per rank
+        self._arrived = np.zeros((n, max(self.n_steps, 1)), dtype=bool)
+        self._reducing = np.zeros(n, dtype=bool)
+        self._n_done = 0
+        self._groups = np.zeros((n, max(self.n_steps, 1)), dtype=np.int64)
+        for r in range(n):
+            for s in range(self.n_steps):
+                gid, event = net.expect(1)
+                self._groups[r, s] = gid
+                event.callbacks.append(self._on_arrival(r, s))
+
+    # ---------------------------------------------------------------- API
+    def start(self) -> RingCollective:
+        """Every rank reaches the collective now; returns self (for chaining)."""
+        for r in range(self.gpus.size):
+            self.start_rank(r)
+        return self
+
+    def start_rank(self, rank: int) -> None:
+        """Rank ``rank`` reaches the collective now and sends its first chunk."""
+        if self._started[rank]:
+            raise ConfigError("collective.start_rank", f"rank {rank} already started")
+        self._started[rank] = True
+        self._try_send(rank)
+        self._check_done(rank)
+
+    # ----------------------------------------------------------- internals
+    def _on_arrival(self, rank: int, step: int) -> Callable[[simpy.Event], None]:
+        def arrived(_: simpy.Event) -> None:
+            self._arrived[rank, step] = True
+            self._advance(rank)
+
+        return arrived
+
+    def _advance(self, rank: int) -> None:
+        """Reduce (serially, in step order) whatever has arrived at ``rank``."""
+        while not self._reducing[rank] and self._ready[rank] < self.n_steps:
+            step = int(self._ready[rank])
+            if not self._arrived[rank, step]:
+                return
+            delay = self._reduce_time(step)
+            if delay > 0:
+                self._reducing[rank] = True
+                self.env.timeout(delay).callbacks.append(self._after_reduce(rank))
+                return
+            self._step_ready(rank)
+
+    def _after_reduce(self, rank: int) -> Callable[[simpy.Event], None]:
+        def reduced(_: simpy.Event) -> None:
+            self._reducing[rank] = False
+            self._step_ready(rank)
+            self._advance(rank)
+
+        return reduced
+
+    def _step_ready(self, rank: int) -> None:
+        self._ready[rank] += 1
+        self._try_send(rank)
+        self._check_done(rank)
+
+    def _reduce_time(self, step: int) -> float:
+        if step >= self.reduce_steps:
+            return 0.0
+        rs = self.reduce_s
+        return float(rs(self.chunk_bytes) if callable(rs) else rs)
+
+    def _try_send(self, rank: int) -> None:
+        """Send every step whose input ``rank`` already holds (more than one if it was late)."""
+        if not self._started[rank]:
+            return
+        first = int(self._sent[rank])
+        last = min(int(self._ready[rank]), self.n_steps - 1)
+        if last < first:
+            return
+        steps = np.arange(first, last + 1)
+        self._sent[rank] = last + 1
+        succ = (rank + 1) % self.gpus.size
+        self.net.start(
+            np.full(steps.size, self.gpus[rank]), np.full(steps.size, self.gpus[succ]),
+            np.full(steps.size, self.chunk_bytes), self._groups[succ, steps], self.tag,
+        )
+
+    def _check_done(self, rank: int) -> None:
+        event = self.rank_done[rank]
+        if event.triggered or not self._started[rank] or self._ready[rank] < self.n_steps:
+            return
+        event.succeed(float(self.env.now))
+        self._n_done += 1
+        if self._n_done == self.gpus.size:
+            self.done.succeed(float(self.env.now))
+
+
+def validate_collective(n: int, size_bytes: float, reduce_s: ReduceTime) -> None:
+    """ConfigError unless there is a GPU, the size is >= 0 and the reduce time is valid."""
+    if n < 1:
+        raise ConfigError("collective.gpus", "needs at least one GPU")
+    if not size_bytes >= 0:
+        raise ConfigError("collective.size_bytes", f"must be >= 0, got {size_bytes!r}")
+    if not callable(reduce_s) and not reduce_s >= 0:
+        raise ConfigError("collective.reduce_s", f"must be >= 0 s or a callable, got {reduce_s!r}")
+
+
+def ring_reduce_scatter(
+    net: FlowNetwork, gpus: Sequence[int] | np.ndarray, size_bytes: float, *,
+    reduce_s: ReduceTime = 0.0, tag: int = -1, start: bool = True,
+) -> RingCollective:
+    """Ring reduce-scatter of a ``size_bytes`` buffer per rank (n - 1 reducing steps)."""
+    n = len(gpus)
+    ring = RingCollective(
+        net, gpus, size_bytes, n_steps=n - 1, reduce_steps=n - 1, reduce_s=reduce_s, tag=tag
+    )
+    return ring.start() if start else ring
+
+
+def ring_all_gather(
+    net: FlowNetwork, gpus: Sequence[int] | np.ndarray, size_bytes: float, *,
+    tag: int = -1, start: bool = True,
+) -> RingCollective:
+    """Ring all-gather into a ``size_bytes`` buffer per rank (n - 1 copy steps)."""
+    ring = RingCollective(net, gpus, size_bytes, n_steps=len(gpus) - 1, reduce_steps=0, tag=tag)
+    return ring.start() if start else ring
+
+
+def ring_all_reduce(
+    net: FlowNetwork, gpus: Sequence[int] | np.ndarray, size_bytes: float, *,
+    reduce_s: ReduceTime = 0.0, tag: int = -1, start: bool = True,
+) -> RingCollective:
+    """Ring all-reduce: reduce-scatter then all-gather, 2(n - 1) steps."""
+    n = len(gpus)
+    ring = RingCollective(
+        net, gpus, size_bytes, n_steps=2 * (n - 1), reduce_steps=n - 1, reduce_s=reduce_s, tag=tag
+    )
+    return ring.start() if start else ring
