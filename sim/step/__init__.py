@@ -1,0 +1,8 @@
+"""A whole training step: every micro-batch of every pipeline stage, all ranks on one fabric."""
+
+from __future__ import annotations
+
+from sim.step.run import StepResult, run_step, simulate_step
+from sim.step.spec import DEFAULT_FABRIC, StepSpec
+
+__all__ = ["DEFAULT_FABRIC", "StepResult", "StepSpec", "run_step", "simulate_step"]

@@ -1,0 +1,195 @@
+"""Every rank of the layout as one SimPy process walking its stage's schedule ops.
+
+Per pass (see :mod:`sim.schedule` for the orders):
+
+* F of (micro-batch, chunk): wait for the activations from the previous virtual stage
+  (a point-to-point flow from the rank with the same dp coordinate), run the chunk's layers
+  forward, send the activations on. MoE layer: attn -> router -> dispatch a2a -> experts ->
+  combine a2a -> unpermute (as :mod:`sim.workload.moe_stack`); dense layer: attention + FFN.
+  The last virtual stage also runs the LM head.
+* B: the mirror image with the gradients: combine_bwd a2a -> experts_bwd -> dispatch_bwd a2a
+  -> attn_bwd per MoE layer, in reverse layer order.
+* An FB op (DualPipe-style) with ``spec.fb_overlap`` runs its F and its B as two concurrent
+  processes that share the rank's compute (a capacity-1 resource, FIFO), so one pass's
+  all-to-all waits hide behind the other's compute; kernel-level interference (SMs taken by
+  communication kernels) is not modelled. Without ``fb_overlap``, F then B. During an FB
+  op the rank's time that is not compute is split over the categories in proportion to the
+  two passes' (overlapping) waits.
+
+Data parallelism follows Megatron's distributed optimizer: ring reduce-scatter of the bf16
+gradients (dense parameters over the rank's DP group, routed experts over its EDP group), the
+optimizer step (memory-bound) on the local shard, ring all-gather of the updated bf16
+parameters. With ``spec.dp_overlap`` (Megatron ``--overlap-grad-reduce``, one bucket per
+layer) each layer's reduce-scatter starts when the rank has run that layer's last backward
+(embedding / LM-head grads with their chunk's), sharing the fabric with the remaining
+backward traffic; otherwise all of them start after the last op. The all-gather always runs
+after the optimizer (Megatron's ``--overlap-param-gather`` would hide it behind the next
+step's forward: not modelled, so it counts as exposed).
+
+Each rank's time is split into categories that add up to its finish time: ``compute``,
+``a2a_exposed`` (waiting in all-to-alls), ``bubble`` (waiting for pipeline inputs),
+``dp_exposed`` (waiting in DP collectives), ``optimizer``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from sim.collectives.p2p import send
+from sim.hardware import memory_bound_time_s
+from sim.schedule.ops import Pass
+from sim.step.plan import LayerPlan
+from sim.step.state import (
+    CATEGORIES,
+    OPTIMIZER_BYTES_PER_PARAM,
+    PARAM_BYTES,
+    Generated,
+    StepState,
+)
+
+
+def _wait(st: StepState, rank: int, category: str, event: simpy.Event) -> Generated:
+    t0 = st.env.now
+    yield event
+    st.ledger[rank][CATEGORIES.index(category)] += st.env.now - t0
+
+
+def _compute(st: StepState, rank: int, time_s: float) -> Generated:
+    time_s *= float(st.slowdown[rank])
+    st.ledger[rank][0] += time_s
+    if st.ledger[rank] is st.time_s_row[rank]:  # one pass at a time: no queueing
+        yield st.env.timeout(time_s)
+        return
+    with st.gpu[rank].request() as req:
+        yield req
+        yield st.env.timeout(time_s)
+
+
+def _a2a(st: StepState, rank: int, layer: LayerPlan, mb: int, phase: str) -> Generated:
+    a2a = st.all_to_all(rank, layer, mb, phase)
+    local = st.coords[rank]["ep"]
+    a2a.send(local)
+    yield from _wait(st, rank, "a2a_exposed", a2a.received(local))
+
+
+def _layer_fwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated:
+    if layer.moe is None:
+        yield from _compute(st, rank, layer.dense_fwd_s)
+        return
+    e, c = st.coords[rank]["ep"], layer.moe
+    yield from _compute(st, rank, float(c.attn_fwd[e] + c.router[e]))
+    yield from _a2a(st, rank, layer, mb, "dispatch")
+    yield from _compute(st, rank, float(c.experts_fwd[e]))
+    yield from _a2a(st, rank, layer, mb, "combine")
+    yield from _compute(st, rank, float(c.unpermute[e]))
+
+
+def _layer_bwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated:
+    if layer.moe is None:
+        yield from _compute(st, rank, layer.dense_bwd_s)
+        return
+    e, c = st.coords[rank]["ep"], layer.moe
+    yield from _a2a(st, rank, layer, mb, "combine_bwd")
+    yield from _compute(st, rank, float(c.experts_bwd[e]))
+    yield from _a2a(st, rank, layer, mb, "dispatch_bwd")
+    yield from _compute(st, rank, float(c.attn_bwd[e]))
+
+
+def _peer(st: StepState, rank: int, vstage: int) -> int:
+    """The rank of virtual stage ``vstage`` in ``rank``'s pipeline (same dp coordinate)."""
+    lay = st.spec.layout
+    return lay.dense_rank(dp=st.coords[rank]["dp"], pp=vstage % lay.pp)
+
+
+def _send(st: StepState, rank: int, kind: str, mb: int, vstage: int) -> None:
+    """Send the input of pass ``kind`` of ``mb`` on ``vstage`` from ``rank`` to its owner."""
+    dst = _peer(st, rank, vstage)
+    box = st.mailbox(kind, mb, vstage, dst)
+    done = send(st.net, rank, dst, st.plan.act_bytes)
+
+    def arrived(_: simpy.Event) -> None:
+        box.succeed()
+
+    done.callbacks.append(arrived)
+
+
+def _run_pass(st: StepState, rank: int, p: Pass) -> Generated:
+    pp = st.spec.layout.pp
+    n_virtual = len(st.plan.chunk_layers)
+    vs = p.chunk * pp + rank // (st.spec.layout.world_size // pp)
+    layers = [st.plan.layers[i] for i in st.plan.chunk_layers[vs]]
+    last = vs == n_virtual - 1
+    if p.kind == "F":
+        if vs > 0:
+            yield from _wait(st, rank, "bubble", st.mailbox("F", p.microbatch, vs, rank))
+        for layer in layers:
+            yield from _layer_fwd(st, rank, layer, p.microbatch)
+        if last:
+            yield from _compute(st, rank, st.plan.head_fwd_s)
+        else:
+            _send(st, rank, "F", p.microbatch, vs + 1)
+        return
+    if not last:
+        yield from _wait(st, rank, "bubble", st.mailbox("B", p.microbatch, vs, rank))
+    else:
+        yield from _compute(st, rank, st.plan.head_bwd_s)
+    st.b_count[(rank, vs)] = st.b_count.get((rank, vs), 0) + 1
+    reduce = st.spec.dp_overlap and st.b_count[(rank, vs)] == st.spec.microbatches
+    for layer in reversed(layers):
+        yield from _layer_bwd(st, rank, layer, p.microbatch)
+        if reduce:
+            st.reduce_grads(rank, layer.index, *st.plan.layer_params[layer.index])
+    if reduce:
+        st.reduce_grads(rank, -1 - vs, st.plan.extra_dense[vs], 0)
+    if vs > 0:
+        _send(st, rank, "B", p.microbatch, vs - 1)
+
+
+def _dp_tail(st: StepState, rank: int) -> Generated:
+    lay, plan = st.spec.layout, st.plan
+    stage = st.coords[rank]["pp"]
+    dense, expert = plan.dense_params[stage], plan.expert_params[stage]
+    if not st.spec.dp_overlap:
+        st.reduce_grads(rank, -1, dense, expert)
+    yield from _wait(st, rank, "dp_exposed", st.env.all_of(st.pending[rank]))
+    shard = dense / lay.dp + expert / lay.edp
+    opt_s = float(memory_bound_time_s(plan.gpu, shard * OPTIMIZER_BYTES_PER_PARAM,
+                                      float(st.slowdown[rank])))
+    st.time_s[rank, CATEGORIES.index("optimizer")] += opt_s
+    yield st.env.timeout(opt_s)
+    gathers = [
+        st.join_ring(rank, kind, -1, params * PARAM_BYTES)
+        for kind, params in (("dp_ag", dense), ("edp_ag", expert))
+        if params
+    ]
+    yield from _wait(st, rank, "dp_exposed", st.env.all_of(gathers))
+
+
+def _overlapped(st: StepState, rank: int, passes: tuple[Pass, ...]) -> Generated:
+    """Run ``passes`` concurrently on ``rank``; book compute, split the rest by the waits."""
+    main, scratch = st.ledger[rank], np.zeros(len(CATEGORIES))
+    st.ledger[rank] = scratch
+    t0 = st.env.now
+    yield st.env.all_of([st.env.process(_run_pass(st, rank, p)) for p in passes])
+    st.ledger[rank] = main
+    main[0] += scratch[0]
+    idle_s, waits = st.env.now - t0 - scratch[0], scratch[1:]
+    if waits.sum() > 0:
+        main[1:] += idle_s * waits / waits.sum()
+    else:
+        main[CATEGORIES.index("bubble")] += idle_s
+
+
+def rank_program(st: StepState, rank: int) -> Generated:
+    """The whole step of ``rank``: its stage's ops, then the DP/optimizer tail."""
+    stage = rank // (st.spec.layout.world_size // st.spec.layout.pp)
+    for op in st.ops[stage]:
+        if op.kind == "FB" and st.spec.fb_overlap:
+            yield from _overlapped(st, rank, op.passes())
+            continue
+        for p in op.passes():
+            yield from _run_pass(st, rank, p)
+    st.last_op_s[rank] = st.env.now
+    yield from _dp_tail(st, rank)
+    st.end_s[rank] = st.env.now

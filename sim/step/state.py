@@ -1,0 +1,102 @@
+"""State shared by every rank program of a step, and the constants of the DP tail.
+
+Collectives are created lazily and keyed so that every member of a group gets the same
+object: all-to-alls by (EP group, layer, micro-batch, phase), ring collectives by (kind,
+group, item), pipeline inputs by (pass kind, micro-batch, virtual stage, receiving rank).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from sim.collectives.alltoall import AllToAll
+from sim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_scatter
+from sim.engine.network import FlowNetwork
+from sim.schedule.ops import ScheduleOps
+from sim.step.plan import LayerPlan, StepPlan
+from sim.step.spec import StepSpec
+
+CATEGORIES = ("compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer")
+GRAD_BYTES = 2  # bf16 gradients reduce-scattered (brief: Megatron distributed optimizer)
+PARAM_BYTES = 2  # bf16 parameters all-gathered after the step
+OPTIMIZER_BYTES_PER_PARAM = 30.0
+"""Adam with fp32 master weights, per parameter of the local shard: read master param, m, v,
+fp32 grad (16 B), write param, m, v (12 B), write the bf16 copy (2 B)."""
+
+Generated = Generator[simpy.Event, object, None]
+
+
+@dataclass
+class StepState:
+    """Shared by every rank program: collectives keyed so that all members share one object."""
+
+    spec: StepSpec
+    plan: StepPlan
+    ops: ScheduleOps
+    net: FlowNetwork
+    time_s: np.ndarray  # [rank, category]
+    end_s: np.ndarray  # [rank]: finish time
+    last_op_s: np.ndarray  # [rank]: end of the rank's last schedule op
+    a2a: dict[tuple[int, int, int, str], AllToAll] = field(default_factory=dict)
+    mail: dict[tuple[str, int, int, int], simpy.Event] = field(default_factory=dict)
+    rings: dict[tuple[str, int, int], RingCollective] = field(default_factory=dict)
+    b_count: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, vstage) -> B done
+    pending: list[list[simpy.Event]] = field(init=False)  # per rank: its reduce-scatters
+    coords: list[dict[str, int]] = field(init=False)
+    ep_group: list[tuple[int, ...]] = field(init=False)
+    slowdown: np.ndarray = field(init=False)  # [rank]: factor on its compute
+    ledger: list[np.ndarray] = field(init=False)  # [rank]: where its times are booked now
+    time_s_row: list[np.ndarray] = field(init=False)  # [rank]: views of time_s
+    gpu: list[simpy.Resource] = field(init=False)  # [rank]: its compute, for FB overlap
+
+    def __post_init__(self) -> None:
+        lay = self.spec.layout
+        self.coords = [lay.coords(r) for r in range(lay.world_size)]
+        self.ep_group = [lay.group_of("ep", r) for r in range(lay.world_size)]
+        self.pending = [[] for _ in range(lay.world_size)]
+        self.slowdown = self.spec.slowdown()
+        self.time_s_row = [self.time_s[r] for r in range(lay.world_size)]
+        self.ledger = list(self.time_s_row)
+        self.gpu = [simpy.Resource(self.net.env, capacity=1) for _ in range(lay.world_size)]
+
+    @property
+    def env(self) -> simpy.Environment:
+        return self.net.env
+
+    def mailbox(self, kind: str, mb: int, vstage: int, rank: int) -> simpy.Event:
+        """Event fired when pass ``kind`` of ``mb`` on ``vstage`` has its input at ``rank``."""
+        key = (kind, mb, vstage, rank)
+        if key not in self.mail:
+            self.mail[key] = self.env.event()
+        return self.mail[key]
+
+    def all_to_all(self, rank: int, layer: LayerPlan, mb: int, phase: str) -> AllToAll:
+        group = self.ep_group[rank]
+        key = (group[0], layer.index, mb, phase)
+        if key not in self.a2a:
+            tag = len(self.a2a)
+            gpus = np.asarray(group, dtype=np.int64)
+            self.a2a[key] = AllToAll(self.net, gpus, layer.a2a_bytes[phase], tag)
+        return self.a2a[key]
+
+    def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
+        """``rank`` joins ring collective ``kind`` (dp_rs, edp_rs, dp_ag, edp_ag) of ``item``
+        over its DP or EDP group; the event fires when ``rank`` is done."""
+        group = self.spec.layout.group_of(kind.split("_")[0], rank)
+        key = (kind, group[0], item)
+        if key not in self.rings:
+            make = ring_reduce_scatter if kind.endswith("rs") else ring_all_gather
+            self.rings[key] = make(self.net, group, size_bytes, start=False)
+        ring, local = self.rings[key], group.index(rank)
+        ring.start_rank(local)
+        return ring.rank_done[local]
+
+    def reduce_grads(self, rank: int, item: int, dense: int, expert: int) -> None:
+        """Start the gradient reduce-scatters of ``item`` (a layer, or -1 - vstage)."""
+        for kind, params in (("dp_rs", dense), ("edp_rs", expert)):
+            if params:
+                self.pending[rank].append(self.join_ring(rank, kind, item, params * GRAD_BYTES))

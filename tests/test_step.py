@@ -1,0 +1,240 @@
+"""The whole-step simulation: breakdown, equivalence with the MoE stack, bubble, faults."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
+
+from sim.errors import ConfigError
+from sim.layout import ParallelLayout
+from sim.model import ModelConfig, get_model
+from sim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
+from sim.simulate import simulate
+from sim.step import DEFAULT_FABRIC, StepSpec, run_step, simulate_step
+from sim.step.plan import build_plan, chunk_layers
+
+SEQ = 1024
+
+
+def _model(layers: int = 4) -> ModelConfig:
+    return dataclasses.replace(
+        get_model("mixtral-8x7b"), num_layers=layers, moe_layers=(True,) * layers
+    )
+
+
+def _spec(layout: ParallelLayout, **kw: object) -> StepSpec:
+    base: dict[str, object] = dict(model=_model(), layout=layout, seq_len=SEQ)
+    base.update(kw)
+    return StepSpec(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "layout, schedule, m",
+    [
+        (ParallelLayout(ep=8, dp=8), "1f1b", 1),
+        (ParallelLayout(ep=4, dp=4, pp=2), "1f1b", 3),
+        (ParallelLayout(ep=4, dp=4, pp=2, vpp=2), "interleaved", 4),
+        (ParallelLayout(ep=4, dp=4, pp=2), "dualpipe", 3),
+    ],
+)
+def test_breakdown_sums_to_step_time(layout: ParallelLayout, schedule: str, m: int) -> None:
+    r = run_step(_spec(layout, schedule=schedule, microbatches=m))
+    assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+    assert r.breakdown_s["tp_exposed"] == 0.0
+    assert all(v >= 0 for v in r.breakdown_s.values())
+    assert max(r.stage_makespan_s) <= r.step_time_s
+    d = json.loads(json.dumps(r.to_dict()))
+    assert set(d["breakdown_s"]) >= {
+        "compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer"
+    }
+    assert 0 < d["mfu"] < 1
+
+
+def test_pp1_m1_equals_moe_stack_simulation() -> None:
+    """pp=1, m=1, no LM head, DP after the backward: every rank's schedule ends exactly where
+    the MoE-stack replay of the same layers (same routing seed, same flows) ends; the
+    DP/optimizer tail comes after. (With dp_overlap the gradient reduce-scatters share the
+    fabric with the backward all-to-alls, so the two no longer match exactly.)"""
+    spec = _spec(ParallelLayout(ep=8, dp=8), lm_head=False, dp_overlap=False)
+    scn = Scenario(
+        name="eq", model=spec.model, gpu="H100", fabric=DEFAULT_FABRIC,
+        workload=WorkloadSpec(ep=8, layers=4, tokens_per_rank=SEQ, seq_len=SEQ),
+        seed=spec.seed,
+    )
+    stack = simulate(scn)
+    st = simulate_step(spec)
+    per_rank_stack = np.nanmax(stack.trace.end_s, axis=0)
+    np.testing.assert_allclose(st.last_op_s, per_rank_stack, rtol=1e-9)
+    assert (st.end_s > st.last_op_s).all()  # the DP tail (dense grads over 8 ranks) is not free
+
+
+def test_bubble_matches_one_f_one_b_fraction() -> None:
+    """Near-constant costs (uniform routing, NVLink a2a, no LM head): 1F1B idles the first
+    stage (p - 1) / (m + p - 1) of its pipeline time."""
+    pp, m = 2, 4
+    st = simulate_step(_spec(ParallelLayout(ep=4, dp=4, pp=pp), microbatches=m, lm_head=False))
+    rank0_bubble = st.time_s[0, 3]
+    expected = (pp - 1) / (m + pp - 1)
+    assert rank0_bubble / st.last_op_s[0] == pytest.approx(expected, rel=0.05)
+
+
+def test_degraded_dp_link_slows_the_step() -> None:
+    """Two hosts, EP inside each: a quarter-speed NIC link on host 1 slows the EDP/DP rings."""
+    layout = ParallelLayout(ep=8, dp=16)
+    fabric = FabricSpec(preset="rail-h800-64", params=(("hosts", 2), ("gpu", "H100")),
+                        multipath="dmodk", batch_window_rel=0.02)
+    fault = (("factor", 0.25), ("kind", "degrade"), ("link", ("h1/gpu0", "h1/nic0")))
+    healthy = run_step(_spec(layout, fabric=fabric))
+    degraded = run_step(_spec(layout, fabric=dataclasses.replace(fabric, faults=(fault,))))
+    assert degraded.step_time_s > healthy.step_time_s * 1.01
+    assert degraded.breakdown_s["dp_exposed"] > healthy.breakdown_s["dp_exposed"]
+
+
+def test_deterministic() -> None:
+    spec = _spec(ParallelLayout(ep=4, dp=4, pp=2), microbatches=2)
+    assert run_step(spec).step_time_s == run_step(spec).step_time_s
+
+
+def test_more_microbatches_raise_throughput() -> None:
+    """The bubble's share shrinks with m, so tokens/s grows."""
+    lay = ParallelLayout(ep=4, dp=4, pp=2)
+    few = run_step(_spec(lay, microbatches=1))
+    many = run_step(_spec(lay, microbatches=4))
+    assert many.tokens_per_s > few.tokens_per_s
+    assert many.breakdown_s["bubble"] / many.step_time_s < (
+        few.breakdown_s["bubble"] / few.step_time_s
+    )
+
+
+def test_chunk_layers_interleaved_order() -> None:
+    # virtual stage c * pp + s: stage 0 holds layers 0 and 2, stage 1 holds 1 and 3
+    assert chunk_layers(ParallelLayout(ep=4, dp=4, pp=2, vpp=2), 4) == ((0,), (1,), (2,), (3,))
+    # 61 layers on pp=8: 7, 8 x 6, 6 (sim.layout.stage_layers)
+    assert [len(c) for c in chunk_layers(ParallelLayout(pp=8), 61)] == [7] + [8] * 6 + [6]
+
+
+@settings(max_examples=60, deadline=None)
+@given(pp=hst.integers(1, 8), vpp=hst.integers(1, 4), extra=hst.integers(0, 40))
+def test_chunk_layers_cover_every_layer_once(pp: int, vpp: int, extra: int) -> None:
+    vpp = vpp if pp > 1 else 1
+    lay = ParallelLayout(pp=pp, vpp=vpp)
+    n = pp * vpp + extra
+    try:
+        chunks = chunk_layers(lay, n)
+    except ConfigError:
+        return  # an uneven split the layout cannot express
+    assert [i for c in chunks for i in c] == list(range(n))
+    assert all(len(c) >= 1 for c in chunks)
+    per_stage = [sum(len(chunks[c * pp + s]) for c in range(vpp)) for s in range(pp)]
+    assert tuple(per_stage) == lay.stage_layers(n)
+
+
+def test_params_per_stage_add_up() -> None:
+    spec = _spec(ParallelLayout(ep=4, dp=4, pp=2), microbatches=1)
+    plan = build_plan(spec)
+    from sim.model import param_counts
+
+    counts = param_counts(spec.model)
+    assert sum(plan.dense_params) == counts.dense
+    assert sum(plan.expert_params) * spec.layout.ep == counts.expert
+    assert plan.act_bytes == 2 * SEQ * spec.model.hidden_size
+
+
+def test_mfu_is_model_flops_over_peak() -> None:
+    spec = _spec(ParallelLayout(ep=8, dp=8))
+    r = run_step(spec)
+    from sim.model import training_flops
+
+    flops = training_flops(spec.model, 8 * SEQ, SEQ, include_mtp=False)
+    assert r.tflops_per_gpu == pytest.approx(flops / r.step_time_s / 8 / 1e12)
+    assert r.mfu == pytest.approx(r.tflops_per_gpu / 989.0, rel=0.01)  # H100 SXM dense BF16
+    assert r.tokens_per_s == pytest.approx(8 * SEQ / r.step_time_s)
+
+
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        (dict(layout=ParallelLayout(tp=2, ep=4, dp=4)), "layout.tp"),
+        (dict(layout=ParallelLayout(ep=4, dp=4, pp=2), schedule="interleaved"),
+         "schedule.virtual_stages"),
+        (dict(layout=ParallelLayout(ep=4, dp=4, pp=2, vpp=2), schedule="interleaved",
+              microbatches=3), "schedule.microbatches"),
+        (dict(layout=ParallelLayout(ep=3, dp=3)), "layout.ep"),
+        (dict(layout=ParallelLayout(ep=8, dp=8), microbatches=0), "step.microbatches"),
+        (dict(layout=ParallelLayout(ep=8, dp=8), schedule="zip"), "schedule"),
+    ],
+)
+def test_bad_specs_name_the_field(kw: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _spec(**kw)  # type: ignore[arg-type]
+    assert err.value.field == field
+
+
+def test_layout_larger_than_fabric_is_an_error() -> None:
+    spec = _spec(ParallelLayout(ep=8, dp=16))
+    with pytest.raises(ConfigError) as err:
+        run_step(spec)
+    assert err.value.field == "layout"
+
+
+def test_dp_overlap_hides_gradient_reduction() -> None:
+    """Per-layer reduce-scatters during the backward leave less DP time after the last op."""
+    lay = ParallelLayout(ep=8, dp=16)
+    fabric = FabricSpec(preset="rail-h800-64", params=(("hosts", 2), ("gpu", "H100")),
+                        multipath="dmodk", batch_window_rel=0.02)
+    late = run_step(_spec(lay, fabric=fabric, dp_overlap=False))
+    early = run_step(_spec(lay, fabric=fabric, dp_overlap=True))
+    assert early.breakdown_s["dp_exposed"] < late.breakdown_s["dp_exposed"]
+    assert early.step_time_s < late.step_time_s
+    assert sum(early.breakdown_s.values()) == pytest.approx(early.step_time_s, rel=1e-9)
+
+
+def test_dense_and_moe_layers_mix() -> None:
+    """A first dense layer (DeepSeek-style) runs its FFN GEMMs and has no all-to-all."""
+    base = _model()
+    mixed = dataclasses.replace(base, moe_layers=(False, True, True, True),
+                                intermediate_size=14336)
+    spec = _spec(ParallelLayout(ep=4, dp=4, pp=2), model=mixed, microbatches=2)
+    plan = build_plan(spec)
+    assert plan.layers[0].moe is None and plan.layers[0].dense_fwd_s > 0
+    assert plan.layers[0].dense_bwd_s > plan.layers[0].dense_fwd_s
+    assert plan.layer_params[0][1] == 0
+    r = run_step(spec)
+    assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+
+
+def test_slow_gpu_sets_the_step_end() -> None:
+    """A 1.5x slower GPU in stage 1 delays the step; stage 0 (which ends the step, draining
+    the backwards) sees it as a longer bubble, its own compute unchanged."""
+    lay = ParallelLayout(ep=4, dp=4, pp=2)
+    healthy = run_step(_spec(lay, microbatches=2))
+    slow = run_step(_spec(lay, microbatches=2, slow_gpus=((5, 1.5),)))
+    assert slow.step_time_s > healthy.step_time_s * 1.1
+    assert slow.last_rank < 4 and healthy.last_rank < 4  # stage 0 ends both steps
+    assert slow.breakdown_s["compute"] == pytest.approx(healthy.breakdown_s["compute"])
+    assert slow.breakdown_s["bubble"] > healthy.breakdown_s["bubble"] * 1.2
+    with pytest.raises(ConfigError) as err:
+        _spec(lay, slow_gpus=((8, 2.0),))
+    assert err.value.field == "slow_gpus.8"
+
+
+def test_dualpipe_overlap_hides_all_to_all() -> None:
+    """EP across 2 hosts of 4 GPUs: FB ops that overlap one pass's all-to-all with the other's
+    compute expose less all-to-all than the same order run pass after pass; compute and the
+    DP tail are unchanged."""
+    fabric = FabricSpec(preset="rail-h800-64",
+                        params=(("hosts", 2), ("gpus_per_host", 4), ("gpu", "H100")),
+                        multipath="dmodk", batch_window_rel=0.02)
+    lay = ParallelLayout(ep=8, dp=8)
+    serial = run_step(_spec(lay, fabric=fabric, schedule="dualpipe", microbatches=3,
+                            fb_overlap=False))
+    overlap = run_step(_spec(lay, fabric=fabric, schedule="dualpipe", microbatches=3))
+    assert overlap.step_time_s < serial.step_time_s * 0.97
+    assert overlap.breakdown_s["a2a_exposed"] < 0.6 * serial.breakdown_s["a2a_exposed"]
+    assert overlap.breakdown_s["compute"] == pytest.approx(serial.breakdown_s["compute"])
+    assert sum(overlap.breakdown_s.values()) == pytest.approx(overlap.step_time_s, rel=1e-9)
