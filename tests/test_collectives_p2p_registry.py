@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import networkx as nx
 import pytest
 import simpy
+from test_engine_support import star
 
 from sim.collectives.p2p import send, send_all
 from sim.collectives.registry import (
@@ -20,15 +20,6 @@ from sim.errors import ConfigError
 
 GB = 1e9
 
-
-def star(n_gpus: int, bw_gbps: float, latency_ns: float) -> nx.DiGraph:
-    g = nx.DiGraph()
-    g.add_node("sw", kind="leaf")
-    for i in range(n_gpus):
-        g.add_node(f"gpu{i}", kind="gpu", gpu=i)
-        for u, v in ((f"gpu{i}", "sw"), ("sw", f"gpu{i}")):
-            g.add_edge(u, v, bw_gbps=bw_gbps, latency_ns=latency_ns, tier="access")
-    return g
 
 
 def network(n: int = 4, bw: float = 20.0, lat: float = 250.0) -> FlowNetwork:

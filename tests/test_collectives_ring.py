@@ -11,6 +11,7 @@ import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_engine_support import star
 
 from sim.collectives.ring import (
     RingCollective,
@@ -25,16 +26,6 @@ from sim.errors import ConfigError
 
 GB = 1e9
 
-
-def star(n_gpus: int, bw_gbps: float, latency_ns: float) -> nx.DiGraph:
-    """n GPUs on one switch; every link ``bw_gbps`` GB/s per direction, ``latency_ns`` each."""
-    g = nx.DiGraph()
-    g.add_node("sw", kind="leaf")
-    for i in range(n_gpus):
-        g.add_node(f"gpu{i}", kind="gpu", gpu=i)
-        for u, v in ((f"gpu{i}", "sw"), ("sw", f"gpu{i}")):
-            g.add_edge(u, v, bw_gbps=bw_gbps, latency_ns=latency_ns, tier="access")
-    return g
 
 
 def network(graph: nx.DiGraph) -> FlowNetwork:

@@ -105,3 +105,14 @@ def route_of(net: FlowNetwork, flow: int) -> tuple[np.ndarray, np.ndarray]:
     """(links, weights) of one flow's route as the network stored it."""
     fl = net.flows.col
     return net.pairs.route(int(fl["pair_ptr"][flow]), int(fl["pair_len"][flow]))
+
+
+def star(n_gpus: int, bw_gbps: float, latency_ns: float) -> nx.DiGraph:
+    """n GPUs on one switch; every link ``bw_gbps`` GB/s per direction, ``latency_ns`` each."""
+    g = nx.DiGraph()
+    g.add_node("sw", kind="leaf")
+    for i in range(n_gpus):
+        g.add_node(f"gpu{i}", kind="gpu", gpu=i)
+        for u, v in ((f"gpu{i}", "sw"), ("sw", f"gpu{i}")):
+            g.add_edge(u, v, bw_gbps=bw_gbps, latency_ns=latency_ns, tier="access")
+    return g

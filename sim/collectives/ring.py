@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
+from sim.collectives.base import RankStarted
 from sim.engine.network import FlowNetwork
 from sim.errors import ConfigError
 
@@ -32,7 +33,7 @@ ReduceTime = float | Callable[[float], float]
 """Seconds to reduce one received chunk: a constant, or chunk bytes -> seconds."""
 
 
-class RingCollective:
+class RingCollective(RankStarted):
     """One ring collective of ``n_steps`` steps; ``reduce_steps`` of them (the first) reduce.
 
     ``done`` fires when every rank has finished (value: finish time in s);
@@ -62,7 +63,7 @@ class RingCollective:
         self.tag = tag
         self.done: simpy.Event = self.env.event()
         self.rank_done: list[simpy.Event] = [self.env.event() for _ in range(n)]
-        self._started = np.zeros(n, dtype=bool)
+        self._init_ranks(n)
         self._sent = np.zeros(n, dtype=np.int64)  # next step each rank will send
         self._ready = np.zeros(n, dtype=np.int64)  # steps received (and reduced) per rank
         self._arrived = np.zeros((n, max(self.n_steps, 1)), dtype=bool)
@@ -76,21 +77,11 @@ class RingCollective:
                 event.callbacks.append(self._on_arrival(r, s))
 
     # ---------------------------------------------------------------- API
-    def start(self) -> RingCollective:
-        """Every rank reaches the collective now; returns self (for chaining)."""
-        for r in range(self.gpus.size):
-            self.start_rank(r)
-        return self
-
-    def start_rank(self, rank: int) -> None:
-        """Rank ``rank`` reaches the collective now and sends its first chunk."""
-        if self._started[rank]:
-            raise ConfigError("collective.start_rank", f"rank {rank} already started")
-        self._started[rank] = True
+    # ----------------------------------------------------------- internals
+    def _on_start(self, rank: int) -> None:
         self._try_send(rank)
         self._check_done(rank)
 
-    # ----------------------------------------------------------- internals
     def _on_arrival(self, rank: int, step: int) -> Callable[[simpy.Event], None]:
         def arrived(_: simpy.Event) -> None:
             self._arrived[rank, step] = True

@@ -19,12 +19,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
+from sim.collectives.base import RankStarted
 from sim.collectives.ring import ReduceTime, validate_collective
 from sim.engine.network import FlowNetwork
 from sim.errors import ConfigError
 
 
-class TreeAllReduce:
+class TreeAllReduce(RankStarted):
     """One pipelined binary-tree all-reduce over ``gpus`` (build, then :meth:`start`)."""
 
     def __init__(
@@ -51,7 +52,7 @@ class TreeAllReduce:
         self.children = [[c for c in (2 * r + 1, 2 * r + 2) if c < n] for r in range(n)]
         self.done: simpy.Event = self.env.event()
         self.rank_done: list[simpy.Event] = [self.env.event() for _ in range(n)]
-        self._started = np.zeros(n, dtype=bool)
+        self._init_ranks(n)
         self._got_up = np.zeros((n, n_chunks), dtype=np.int64)  # child chunks arrived
         self._reduced = np.zeros(n, dtype=np.int64)  # chunks reduced, in order
         self._reducing = np.zeros(n, dtype=bool)
@@ -63,20 +64,10 @@ class TreeAllReduce:
         self._n_done = 0
 
     # ---------------------------------------------------------------- API
-    def start(self) -> TreeAllReduce:
-        """Every rank reaches the collective now; returns self."""
-        for r in range(self.gpus.size):
-            self.start_rank(r)
-        return self
-
-    def start_rank(self, rank: int) -> None:
-        """Rank ``rank`` reaches the collective now."""
-        if self._started[rank]:
-            raise ConfigError("collective.start_rank", f"rank {rank} already started")
-        self._started[rank] = True
+    # ----------------------------------------------------------- internals
+    def _on_start(self, rank: int) -> None:
         self._pump(rank)
 
-    # ----------------------------------------------------------- internals
     def _pump(self, rank: int) -> None:
         """Do whatever ``rank`` can do now: reduce, send up, send down, finish."""
         if not self._started[rank]:
