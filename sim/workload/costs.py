@@ -3,6 +3,16 @@
 The costs follow the routing: a rank's grouped expert GEMM costs what the
 tokens its local experts actually received cost, so router skew turns into a
 straggler here. Backward GEMMs cost dgrad + wgrad (twice the forward FLOPs).
+
+Tensor parallelism with sequence parallelism (``LayerShape.tp``, Megatron-Core): between
+layers a rank holds ``tokens_per_rank`` tokens (its sequence shard); the attention block (and
+a dense FFN, and shared experts) run on the TP group's all-gathered tokens
+(:attr:`LayerShape.gathered_tokens`) with ``1/tp`` of the heads / FFN columns. Norms, the
+router and the routed experts work on the rank's own tokens. All attention projections are
+taken as TP-sharded (MLA's down-projections are replicated in some Megatron versions: not
+modelled). Context parallelism (``LayerShape.cp``): each CP rank's queries attend to the whole
+sequence; with Megatron's load-balanced causal chunking the attention-core FLOPs per CP rank
+are ``1/cp`` of the sequence's.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from sim.hardware import (
 from sim.model import ModelConfig
 from sim.model.accounting import attention_matmul_params
 from sim.router import RoutingResult
+from sim.workload.elementwise import with_elementwise
 
 BF16_BYTES = 2
 FP8_SCALE_GROUP = 128  # DeepEP FP8 dispatch: one fp32 scale per 128 elements
@@ -43,13 +54,26 @@ class LayerShape:
     """What the costs need from the model and the micro-batch."""
 
     model: ModelConfig
-    tokens_per_rank: int
+    tokens_per_rank: int  # tokens the rank holds between layers (its TP/CP shard)
     seq_len: int
     compute_dtype: str = "bf16"
+    tp: int = 1  # tensor-parallel degree (with sequence parallelism)
+    cp: int = 1  # context-parallel degree
+    etp: int = 1  # expert-tensor-parallel degree
 
     @property
     def hidden(self) -> int:
         return self.model.hidden_size
+
+    @property
+    def gathered_tokens(self) -> int:
+        """Tokens of the TP group after the sequence-parallel all-gather."""
+        return self.tokens_per_rank * self.tp
+
+    @property
+    def tp_buffer_bytes(self) -> float:
+        """bf16 hidden states of the gathered tokens: the TP all-gather / reduce-scatter size."""
+        return float(self.gathered_tokens * self.hidden * BF16_BYTES)
 
 
 def _attention_dims(model: ModelConfig) -> tuple[int, int]:
@@ -58,32 +82,58 @@ def _attention_dims(model: ModelConfig) -> tuple[int, int]:
     return model.head_dim, model.head_dim
 
 
-def attention_block_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward: bool) -> float:
-    """Attention block of one layer: projections, attention core, norms/residuals."""
-    m, h = shape.tokens_per_rank, shape.hidden
-    proj_n = attention_matmul_params(shape.model) / h
+def kv_bytes_per_token(model: ModelConfig, tp: int = 1) -> float:
+    """bf16 K and V of one token for one TP rank's heads: what ring attention (context
+    parallelism, Transformer Engine) passes between CP ranks. GQA/MHA: ``kv_heads/tp`` heads of
+    K and V; MLA: the attention core gets the up-projected per-head K (nope + rope) and V of
+    ``heads/tp`` heads (Megatron-Core ``MultiLatentAttention`` hands those to TE)."""
+    if model.attention == "mla":
+        qk, v = _attention_dims(model)
+        return float(model.num_attention_heads // tp * (qk + v) * BF16_BYTES)
+    return float(model.num_key_value_heads // tp * 2 * model.head_dim * BF16_BYTES)
+
+
+def attention_core_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward: bool) -> float:
+    """Attention core (flash attention) of one TP rank: its heads, the gathered queries."""
     qk, v = _attention_dims(shape.model)
     core: dict[str, Any] = dict(
-        tokens=m,
+        tokens=shape.gathered_tokens,
         seq_len=shape.seq_len,
-        n_heads=shape.model.num_attention_heads,
+        n_heads=shape.model.num_attention_heads // shape.tp,
         qk_head_dim=qk,
         v_head_dim=v,
         dtype=shape.compute_dtype,
         slowdown=slowdown,
     )
-    norms = memory_bound_time_s(gpu, 6.0 * m * h * BF16_BYTES, slowdown)
+    fn = attention_backward_time_s if backward else attention_time_s
+    return float(fn(gpu, **core))
+
+
+def attention_block_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward: bool) -> float:
+    """Attention block of one layer: projections, attention core, norms/residuals."""
+    m, h = shape.gathered_tokens, shape.hidden
+    proj_n = attention_matmul_params(shape.model) / h / shape.tp
+    norms = memory_bound_time_s(gpu, 6.0 * shape.tokens_per_rank * h * BF16_BYTES, slowdown)
+    core = attention_core_s(shape, gpu, slowdown, backward)
     if backward:
         return float(
             gemm_backward_time_s(gpu, m, proj_n, h, shape.compute_dtype, slowdown)
-            + attention_backward_time_s(gpu, **core)
+            + core
             + 2 * norms
         )
-    return float(
-        gemm_time_s(gpu, m, proj_n, h, shape.compute_dtype, slowdown)
-        + attention_time_s(gpu, **core)
-        + norms
-    )
+    return float(gemm_time_s(gpu, m, proj_n, h, shape.compute_dtype, slowdown) + core + norms)
+
+
+def ffn_s(
+    shape: LayerShape, gpu: GpuSpec, intermediate: int, slowdown: float, backward: bool
+) -> float:
+    """A dense FFN (or the shared experts) of ``intermediate`` columns, TP-sharded, on the
+    gathered tokens."""
+    m, h, model, dt = shape.gathered_tokens, shape.hidden, shape.model, shape.compute_dtype
+    ffn = intermediate // shape.tp
+    dense = gemm_backward_time_s if backward else gemm_time_s
+    up = float(dense(gpu, m, (2 if model.gated_ffn else 1) * ffn, h, dt, slowdown))
+    return up + float(dense(gpu, m, h, ffn, dt, slowdown))
 
 
 def router_s(shape: LayerShape, gpu: GpuSpec, slowdown: float) -> float:
@@ -97,15 +147,22 @@ def router_s(shape: LayerShape, gpu: GpuSpec, slowdown: float) -> float:
 def experts_s(
     shape: LayerShape, gpu: GpuSpec, local_load: np.ndarray, slowdown: float, backward: bool
 ) -> float:
-    """Grouped expert GEMMs over the tokens each local expert received, plus shared experts."""
+    """Grouped expert GEMMs over the tokens each local expert received, plus shared experts
+    when ``tp == 1`` (with TP they run TP-sharded between their own all-gather and
+    reduce-scatter, as Megatron's ``SharedExpertMLP``: :func:`ffn_s`, outside this op).
+
+    With ``etp > 1`` each expert's FFN columns are split over the ETP group, which all-gathers
+    its members' dispatched tokens first: ``etp`` times ``local_load`` (every EP group routes
+    alike) through ``1/etp`` of the columns."""
     model, h, dt = shape.model, shape.hidden, shape.compute_dtype
-    ffn = model.moe_intermediate_size
+    ffn = model.moe_intermediate_size // shape.etp
+    local_load = local_load * shape.etp
     up_n = (2 if model.gated_ffn else 1) * ffn
     grouped = grouped_gemm_backward_time_s if backward else grouped_gemm_time_s
     t: float = grouped(gpu, local_load, h, up_n, dt, slowdown) + grouped(
         gpu, local_load, ffn, h, dt, slowdown
     )
-    if model.n_shared_experts:
+    if model.n_shared_experts and shape.tp == 1:
         sffn = model.shared_expert_intermediate_size * model.n_shared_experts
         dense = gemm_backward_time_s if backward else gemm_time_s
         m = shape.tokens_per_rank
@@ -146,7 +203,7 @@ def layer_costs(
     def each(fn: object) -> np.ndarray:
         return np.array([fn(r) for r in range(n)])  # type: ignore[operator]
 
-    return LayerCosts(
+    costs = LayerCosts(
         attn_fwd=each(lambda r: attention_block_s(shape, gpu, float(slowdown[r]), False)),
         router=each(lambda r: router_s(shape, gpu, float(slowdown[r]))),
         experts_fwd=each(lambda r: experts_s(shape, gpu, per_rank[r], float(slowdown[r]), False)),
@@ -154,3 +211,4 @@ def layer_costs(
         attn_bwd=each(lambda r: attention_block_s(shape, gpu, float(slowdown[r]), True)),
         experts_bwd=each(lambda r: experts_s(shape, gpu, per_rank[r], float(slowdown[r]), True)),
     )
+    return with_elementwise(costs, shape, gpu, slowdown)  # rotary, permute bwd (see there)
