@@ -17,6 +17,7 @@ from sim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
 from sim.simulate import simulate
 from sim.step import DEFAULT_FABRIC, StepSpec, run_step, simulate_step
 from sim.step.plan import build_plan, chunk_layers
+from sim.step.state import CATEGORIES
 
 SEQ = 1024
 
@@ -159,7 +160,7 @@ def test_mfu_is_model_flops_over_peak() -> None:
 @pytest.mark.parametrize(
     "kw, field",
     [
-        (dict(layout=ParallelLayout(tp=2, ep=4, dp=4)), "layout.tp"),
+        (dict(layout=ParallelLayout(tp=3, ep=8, dp=8)), "layout.tp"),  # 32 heads
         (dict(layout=ParallelLayout(ep=4, dp=4, pp=2), schedule="interleaved"),
          "schedule.virtual_stages"),
         (dict(layout=ParallelLayout(ep=4, dp=4, pp=2, vpp=2), schedule="interleaved",
@@ -236,5 +237,9 @@ def test_dualpipe_overlap_hides_all_to_all() -> None:
     overlap = run_step(_spec(lay, fabric=fabric, schedule="dualpipe", microbatches=3))
     assert overlap.step_time_s < serial.step_time_s * 0.97
     assert overlap.breakdown_s["a2a_exposed"] < 0.6 * serial.breakdown_s["a2a_exposed"]
-    assert overlap.breakdown_s["compute"] == pytest.approx(serial.breakdown_s["compute"])
     assert sum(overlap.breakdown_s.values()) == pytest.approx(overlap.step_time_s, rel=1e-9)
+    # every rank computes the same in both orders (the rank that ends last may differ)
+    busy = [simulate_step(_spec(lay, fabric=fabric, schedule="dualpipe", microbatches=3,
+                                fb_overlap=fb)).time_s[:, CATEGORIES.index("compute")]
+            for fb in (False, True)]
+    np.testing.assert_allclose(busy[0], busy[1], rtol=1e-9)

@@ -5,6 +5,13 @@ and reused for every micro-batch and every EP group: all EP groups are assumed s
 Resampling per micro-batch and per group is future work. Compute costs follow
 :mod:`sim.workload.costs` (roofline, per EP rank, no slowdowns); dense FFN layers cost
 their GEMMs (:func:`sim.hardware.gemm_time_s`).
+
+With tp > 1 (sequence parallel) each rank routes its own ``seq / (tp * cp)`` tokens; attention,
+dense FFNs, shared experts and the LM head are TP-sharded (``1/tp`` of the heads, columns or
+vocabulary) on the gathered tokens; parameters per GPU are the TP shard of everything but the
+norms and the router (replicated), and the routed experts' ``1/ep``. The LM head's own
+all-gather / reduce-scatter is not simulated (its GEMM is). With etp > 1 each routed expert's
+FFN is split over the ETP group (``1/(ep*etp)`` of the expert parameters per GPU).
 """
 
 from __future__ import annotations
@@ -16,10 +23,18 @@ import numpy as np
 
 from sim.hardware import GpuSpec, gemm_backward_time_s, gemm_time_s, get_gpu
 from sim.layout import ParallelLayout
-from sim.model.accounting import embedding_params, layer_params
+from sim.model.accounting import embedding_params, layer_params, router_params
 from sim.router import RoutingResult, route_tokens
 from sim.step.spec import StepSpec
-from sim.workload.costs import LayerCosts, LayerShape, attention_block_s, layer_costs
+from sim.workload.costs import (
+    LayerCosts,
+    LayerShape,
+    attention_block_s,
+    attention_core_s,
+    ffn_s,
+    kv_bytes_per_token,
+    layer_costs,
+)
 from sim.workload.moe_stack import WireFormat
 
 A2A_TRANSPOSED = ("combine", "dispatch_bwd")
@@ -35,6 +50,11 @@ class LayerPlan:
     a2a_bytes: dict[str, np.ndarray]  # phase -> [sender, receiver] bytes (MoE only)
     dense_fwd_s: float = 0.0  # attention + dense FFN (dense layers only)
     dense_bwd_s: float = 0.0
+    ffn_fwd_s: float = 0.0  # dense FFN (part of dense_*_s) or TP-sharded shared experts (tp > 1)
+    ffn_bwd_s: float = 0.0
+    core_fwd_s: float = 0.0  # attention core, part of the attention block (ring attention)
+    core_bwd_s: float = 0.0
+    etp_bytes: dict[str, np.ndarray] | None = None  # a2a phase -> [ep coord] ETP ring buffer
 
 
 @dataclass(frozen=True)
@@ -51,6 +71,8 @@ class StepPlan:
     expert_params: tuple[int, ...]  # per pipeline stage, per GPU
     layer_params: tuple[tuple[int, int], ...]  # per layer: (dense, expert) per GPU
     extra_dense: tuple[int, ...]  # per virtual stage: embedding / LM head + final norm
+    tp_bytes: float = 0.0  # a TP all-gather / reduce-scatter: the gathered bf16 hidden states
+    cp_kv_bytes: float = 0.0  # one forward ring-attention send: the CP rank's K/V chunk
 
 
 def chunk_layers(lay: ParallelLayout, num_layers: int) -> tuple[tuple[int, ...], ...]:
@@ -87,33 +109,64 @@ def _a2a_bytes(spec: StepSpec, routing: RoutingResult) -> dict[str, np.ndarray]:
     }
 
 
-def _dense_layer(spec: StepSpec, gpu: GpuSpec, shape: LayerShape, index: int) -> LayerPlan:
-    m, model = spec.tokens_per_microbatch, spec.model
-    h, ffn = model.hidden_size, model.intermediate_size
-    up = (2 if model.gated_ffn else 1) * ffn
-    fwd = float(gemm_time_s(gpu, m, up, h) + gemm_time_s(gpu, m, h, ffn))
-    bwd = float(gemm_backward_time_s(gpu, m, up, h) + gemm_backward_time_s(gpu, m, h, ffn))
+def _dense_layer(gpu: GpuSpec, shape: LayerShape, index: int) -> LayerPlan:
+    ffn = shape.model.intermediate_size
+    ffn_fwd, ffn_bwd = ffn_s(shape, gpu, ffn, 1.0, False), ffn_s(shape, gpu, ffn, 1.0, True)
     return LayerPlan(
         index, None, {},
-        attention_block_s(shape, gpu, 1.0, False) + fwd,
-        attention_block_s(shape, gpu, 1.0, True) + bwd,
+        attention_block_s(shape, gpu, 1.0, False) + ffn_fwd,
+        attention_block_s(shape, gpu, 1.0, True) + ffn_bwd,
+        ffn_fwd, ffn_bwd,
+        attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True),
     )
+
+
+def _moe_layer(spec: StepSpec, gpu: GpuSpec, shape: LayerShape, index: int) -> LayerPlan:
+    routing = route_layer(spec, index)
+    costs = layer_costs(shape, gpu, routing, np.ones(spec.layout.ep))
+    model = spec.model
+    shared = model.shared_expert_intermediate_size * model.n_shared_experts
+    sharded = shape.tp > 1 and shared > 0  # else inside costs.experts_* (tp = 1)
+    a2a = _a2a_bytes(spec, routing)
+    return LayerPlan(
+        index, costs, a2a, 0.0, 0.0,
+        ffn_s(shape, gpu, shared, 1.0, False) if sharded else 0.0,
+        ffn_s(shape, gpu, shared, 1.0, True) if sharded else 0.0,
+        attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True),
+        _etp_bytes(a2a, spec.layout.etp) if spec.layout.etp > 1 else None,
+    )
+
+
+def _etp_bytes(a2a: dict[str, np.ndarray], etp: int) -> dict[str, np.ndarray]:
+    """ETP ring buffers per EP coordinate: the tokens an expert rank received in ``dispatch``
+    / ``combine_bwd`` (all-gathered over its ETP group before the expert GEMMs), and those it
+    sends in ``combine`` / ``dispatch_bwd`` (reduce-scattered after them); ``etp`` members'
+    worth, as every EP group routes alike."""
+    arriving = {ph: a2a[ph].sum(axis=0) for ph in ("dispatch", "combine_bwd")}
+    leaving = {ph: a2a[ph].sum(axis=1) for ph in ("combine", "dispatch_bwd")}
+    return {ph: etp * b for ph, b in (arriving | leaving).items()}
 
 
 def _layer_params(spec: StepSpec) -> tuple[tuple[int, int], ...]:
-    """(dense, expert) parameters of each layer on one GPU (tp = 1, experts / ep)."""
-    model, ep = spec.model, spec.layout.ep
-    return tuple(
-        (d, e // ep) for d, e in (layer_params(model, i) for i in range(model.num_layers))
-    )
+    """(dense, expert) parameters of each layer on one GPU: the TP shard of the dense part
+    (norms and router replicated), the EP x ETP shard of the routed experts."""
+    model, tp, ep = spec.model, spec.layout.tp, spec.layout.ep * spec.layout.etp
+    out = []
+    for i in range(model.num_layers):
+        dense, expert = layer_params(model, i)
+        replicated = 2 * model.hidden_size + (router_params(model) if model.moe_layers[i] else 0)
+        out.append(((dense - replicated) // tp + replicated, expert // ep))
+    return tuple(out)
 
 
 def _extra_dense(spec: StepSpec, n_virtual: int) -> tuple[int, ...]:
-    """Non-layer dense parameters of each virtual stage: embedding first, LM head + norm last."""
+    """Non-layer dense parameters of each virtual stage on one GPU: embedding first, LM head +
+    final norm last (both vocabulary-parallel over TP, the norm replicated)."""
     emb_in, emb_out = embedding_params(spec.model)
+    tp = spec.layout.tp
     extra = [0] * n_virtual
-    extra[0] += emb_in
-    extra[-1] += emb_out + spec.model.hidden_size
+    extra[0] += emb_in // tp
+    extra[-1] += emb_out // tp + spec.model.hidden_size
     return tuple(extra)
 
 
@@ -132,24 +185,21 @@ def _params_per_stage(
 def build_plan(spec: StepSpec) -> StepPlan:
     """Layer costs, chunk contents and sizes of ``spec``."""
     gpu = get_gpu(spec.gpu)
-    model, m = spec.model, spec.tokens_per_microbatch
-    shape = LayerShape(model, m, spec.seq_len)
-    ones = np.ones(spec.layout.ep)
-    layers = []
-    for layer in range(model.num_layers):
-        if model.moe_layers[layer]:
-            routing = route_layer(spec, layer)
-            costs = layer_costs(shape, gpu, routing, ones)
-            layers.append(LayerPlan(layer, costs, _a2a_bytes(spec, routing)))
-        else:
-            layers.append(_dense_layer(spec, gpu, shape, layer))
+    model, m, lay = spec.model, spec.tokens_per_microbatch, spec.layout
+    shape = LayerShape(model, m, spec.seq_len, tp=lay.tp, cp=lay.cp, etp=lay.etp)
+    layers = [
+        _moe_layer(spec, gpu, shape, i) if model.moe_layers[i] else _dense_layer(gpu, shape, i)
+        for i in range(model.num_layers)
+    ]
     chunks = chunk_layers(spec.layout, model.num_layers)
     per_layer, extra = _layer_params(spec), _extra_dense(spec, len(chunks))
     dense, expert = _params_per_stage(spec.layout.pp, chunks, per_layer, extra)
-    head_fwd = float(gemm_time_s(gpu, m, model.vocab_size, model.hidden_size))
-    head_bwd = float(gemm_backward_time_s(gpu, m, model.vocab_size, model.hidden_size))
+    vocab = -(-model.vocab_size // lay.tp)  # vocabulary-parallel head on the gathered tokens
+    head_fwd = float(gemm_time_s(gpu, shape.gathered_tokens, vocab, model.hidden_size))
+    head_bwd = float(gemm_backward_time_s(gpu, shape.gathered_tokens, vocab, model.hidden_size))
     return StepPlan(
         gpu, tuple(layers), chunks, 2.0 * m * model.hidden_size,
         head_fwd if spec.lm_head else 0.0, head_bwd if spec.lm_head else 0.0, dense, expert,
-        per_layer, extra,
+        per_layer, extra, shape.tp_buffer_bytes,
+        shape.gathered_tokens * kv_bytes_per_token(model, lay.tp),
     )

@@ -47,69 +47,140 @@ from sim.step.state import (
     Generated,
     StepState,
 )
+from sim.step.tpcp import cp_arrival, cp_send, tp_collective
 
 
-def _wait(st: StepState, rank: int, category: str, event: simpy.Event) -> Generated:
+def _wait(st: StepState, rank: int, category: str, event: simpy.Event,
+          op: object = None) -> Generated:
     t0 = st.env.now
-    yield event
+    value = yield event
     st.ledger[rank][CATEGORIES.index(category)] += st.env.now - t0
+    st.record(rank, t0, category, event if op is None else op, value)
 
 
 def _compute(st: StepState, rank: int, time_s: float) -> Generated:
     time_s *= float(st.slowdown[rank])
     st.ledger[rank][0] += time_s
     if st.ledger[rank] is st.time_s_row[rank]:  # one pass at a time: no queueing
+        t0 = st.env.now
         yield st.env.timeout(time_s)
+        st.record(rank, t0, "compute")
         return
     with st.gpu[rank].request() as req:
         yield req
+        t0 = st.env.now
         yield st.env.timeout(time_s)
+        st.record(rank, t0, "compute")
 
 
 def _a2a(st: StepState, rank: int, layer: LayerPlan, mb: int, phase: str) -> Generated:
     a2a = st.all_to_all(rank, layer, mb, phase)
     local = st.coords[rank]["ep"]
+    st.sent_a2a(a2a, local, layer.index, phase)
     a2a.send(local)
-    yield from _wait(st, rank, "a2a_exposed", a2a.received(local))
+    yield from _wait(st, rank, "a2a_exposed", a2a.received(local), a2a)
+
+
+def _tp(st: StepState, rank: int, kind: str, key: tuple[object, ...]) -> Generated:
+    """TP all-gather ("ag") or reduce-scatter ("rs") of ``key`` over ``rank``'s TP group."""
+    if st.spec.layout.tp > 1:
+        yield from _wait(st, rank, "tp_exposed", tp_collective(st, rank, kind, key))
+
+
+def _tp_block(st: StepState, rank: int, key: tuple[object, ...], time_s: float) -> Generated:
+    """A TP-sharded block (dense FFN, shared experts): all-gather, compute, reduce-scatter."""
+    yield from _tp(st, rank, "ag", key)
+    yield from _compute(st, rank, time_s)
+    yield from _tp(st, rank, "rs", key)
+
+
+def _etp(st: StepState, rank: int, layer: LayerPlan, mb: int, phase: str) -> Generated:
+    """ETP all-gather of the tokens ``phase`` brought to the experts, or reduce-scatter of
+    those it takes away (:mod:`sim.step.tpcp`); nothing with etp = 1."""
+    if layer.etp_bytes is None:
+        return
+    kind = "ag" if phase in ("dispatch", "combine_bwd") else "rs"
+    size = float(layer.etp_bytes[phase][st.coords[rank]["ep"]])
+    event = tp_collective(st, rank, kind, (layer.index, mb, phase), "etp", size)
+    yield from _wait(st, rank, "tp_exposed", event)
+
+
+def _attention(st: StepState, rank: int, layer: LayerPlan, key: tuple[object, ...],
+               time_s: float, after_s: float = 0.0) -> Generated:
+    """Attention block ``key`` = (layer, mb, pass): TP all-gather, projections, the core as
+    ``cp`` ring-attention steps (:mod:`sim.step.tpcp`), TP reduce-scatter; then ``after_s`` of
+    compute (the router), in the same kernel span when nothing comes between (tp = cp = 1)."""
+    lay, bwd = st.spec.layout, key[2] == "B"
+    cp, merged = lay.cp, lay.tp == 1 and lay.cp == 1
+    yield from _tp(st, rank, "ag", key)
+    if cp == 1:
+        yield from _compute(st, rank, time_s + (after_s if merged else 0.0))
+    else:
+        core_s = layer.core_bwd_s if bwd else layer.core_fwd_s
+        yield from _compute(st, rank, time_s - core_s)
+        size = st.plan.cp_kv_bytes * (2 if bwd else 1)  # backward: K/V and dK/dV
+        for step in range(cp):
+            if step < cp - 1:
+                cp_send(st, rank, (*key, step), size)
+            yield from _compute(st, rank, core_s / cp)
+            if step < cp - 1:
+                yield from _wait(st, rank, "cp_exposed", cp_arrival(st, (*key, step), rank))
+    yield from _tp(st, rank, "rs", key)
+    if after_s and not merged:
+        yield from _compute(st, rank, after_s)
 
 
 def _layer_fwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated:
+    key = (layer.index, mb, "F")
     if layer.moe is None:
-        yield from _compute(st, rank, layer.dense_fwd_s)
+        yield from _attention(st, rank, layer, key, layer.dense_fwd_s - layer.ffn_fwd_s)
+        yield from _tp_block(st, rank, (*key, "ffn"), layer.ffn_fwd_s)
         return
     e, c = st.coords[rank]["ep"], layer.moe
-    yield from _compute(st, rank, float(c.attn_fwd[e] + c.router[e]))
+    yield from _attention(st, rank, layer, key, float(c.attn_fwd[e]), float(c.router[e]))
     yield from _a2a(st, rank, layer, mb, "dispatch")
+    yield from _etp(st, rank, layer, mb, "dispatch")
     yield from _compute(st, rank, float(c.experts_fwd[e]))
+    yield from _etp(st, rank, layer, mb, "combine")
     yield from _a2a(st, rank, layer, mb, "combine")
     yield from _compute(st, rank, float(c.unpermute[e]))
+    if layer.ffn_fwd_s:  # shared experts, TP-sharded (tp > 1)
+        yield from _tp_block(st, rank, (*key, "ffn"), layer.ffn_fwd_s)
 
 
 def _layer_bwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated:
+    key = (layer.index, mb, "B")
     if layer.moe is None:
-        yield from _compute(st, rank, layer.dense_bwd_s)
+        yield from _tp_block(st, rank, (*key, "ffn"), layer.ffn_bwd_s)
+        yield from _attention(st, rank, layer, key, layer.dense_bwd_s - layer.ffn_bwd_s)
         return
     e, c = st.coords[rank]["ep"], layer.moe
+    if layer.ffn_bwd_s:
+        yield from _tp_block(st, rank, (*key, "ffn"), layer.ffn_bwd_s)
     yield from _a2a(st, rank, layer, mb, "combine_bwd")
+    yield from _etp(st, rank, layer, mb, "combine_bwd")
     yield from _compute(st, rank, float(c.experts_bwd[e]))
+    yield from _etp(st, rank, layer, mb, "dispatch_bwd")
     yield from _a2a(st, rank, layer, mb, "dispatch_bwd")
-    yield from _compute(st, rank, float(c.attn_bwd[e]))
+    yield from _attention(st, rank, layer, key, float(c.attn_bwd[e]))
 
 
 def _peer(st: StepState, rank: int, vstage: int) -> int:
-    """The rank of virtual stage ``vstage`` in ``rank``'s pipeline (same dp coordinate)."""
-    lay = st.spec.layout
-    return lay.dense_rank(dp=st.coords[rank]["dp"], pp=vstage % lay.pp)
+    """The rank of virtual stage ``vstage`` in ``rank``'s pipeline (same tp, cp, dp
+    coordinates: each TP/CP rank sends its own shard)."""
+    lay, c = st.spec.layout, st.coords[rank]
+    return lay.dense_rank(tp=c["tp"], cp=c["cp"], dp=c["dp"], pp=vstage % lay.pp)
 
 
 def _send(st: StepState, rank: int, kind: str, mb: int, vstage: int) -> None:
     """Send the input of pass ``kind`` of ``mb`` on ``vstage`` from ``rank`` to its owner."""
     dst = _peer(st, rank, vstage)
     box = st.mailbox(kind, mb, vstage, dst)
+    sent = (rank, st.env.now, st.net.flows.n)  # sender, send time, id of the flow send starts
     done = send(st.net, rank, dst, st.plan.act_bytes)
 
     def arrived(_: simpy.Event) -> None:
-        box.succeed()
+        box.succeed(sent)
 
     done.callbacks.append(arrived)
 
@@ -120,6 +191,7 @@ def _run_pass(st: StepState, rank: int, p: Pass) -> Generated:
     vs = p.chunk * pp + rank // (st.spec.layout.world_size // pp)
     layers = [st.plan.layers[i] for i in st.plan.chunk_layers[vs]]
     last = vs == n_virtual - 1
+    st.enter_pass(p.kind, p.microbatch, vs)
     if p.kind == "F":
         if vs > 0:
             yield from _wait(st, rank, "bubble", st.mailbox("F", p.microbatch, vs, rank))
@@ -153,7 +225,7 @@ def _dp_tail(st: StepState, rank: int) -> Generated:
     if not st.spec.dp_overlap:
         st.reduce_grads(rank, -1, dense, expert)
     yield from _wait(st, rank, "dp_exposed", st.env.all_of(st.pending[rank]))
-    shard = dense / lay.dp + expert / lay.edp
+    shard = dense / (lay.dp * lay.cp) + expert / lay.edp  # dense: over the DP x CP group
     opt_s = float(memory_bound_time_s(plan.gpu, shard * OPTIMIZER_BYTES_PER_PARAM,
                                       float(st.slowdown[rank])))
     st.time_s[rank, CATEGORIES.index("optimizer")] += opt_s

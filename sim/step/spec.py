@@ -1,8 +1,9 @@
 """What one simulated training step is: model, GPU, fabric, parallel layout, schedule, batch.
 
-Version-1 scope (checked here, so a spec that validates is one :func:`sim.step.run_step` can
-simulate): ``tp == cp == etp == 1`` (TP/sequence-parallel and context-parallel collectives are
-not simulated yet); every rank of the layout runs on GPU ``rank`` of the fabric.
+Scope (checked here, so a spec that validates is one :func:`sim.step.run_step` can simulate):
+tensor parallelism always with sequence parallelism (Megatron requires it for MoE with TP),
+context parallelism as ring attention, expert-tensor parallelism; every rank of the layout
+runs on GPU ``rank`` of the fabric.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from sim.schedule import build_schedule
 from sim.schedule.ops import ScheduleOps
 from sim.workload.costs import WIRE_DTYPES
 
+GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}
+"""Bytes per gradient element in the DP/EDP reduce-scatter. Megatron-LM reduces in fp32 by
+default: with ``--bf16`` and without ``--grad-reduce-in-bf16`` (default off) it sets
+``accumulate_allreduce_grads_in_fp32``, so the fp32 ``main_grad`` buffers are what the
+distributed optimizer reduce-scatters (megatron/training/arguments.py)."""
+
 DEFAULT_FABRIC = FabricSpec(preset="hgx-h100", multipath="dmodk", batch_window_rel=0.02)
 """D-mod-K routing (InfiniBand fat trees route by destination) and 2% finish batching, as the
 shipped scenarios use."""
-
-UNSUPPORTED_DEGREES = ("tp", "cp", "etp")
-
 
 @dataclass(frozen=True)
 class StepSpec:
@@ -46,6 +50,7 @@ class StepSpec:
     router: RouterConfig = field(default_factory=RouterConfig)
     dispatch_dtype: str = "fp8"
     combine_dtype: str = "bf16"
+    grad_reduce_dtype: str = "fp32"  # DP/EDP gradient reduce-scatter (see GRAD_REDUCE_BYTES)
     dedup: bool = True
     lm_head: bool = True  # simulate the LM-head GEMMs on the last virtual stage
     dp_overlap: bool = True  # reduce-scatter each layer's grads after its last backward
@@ -62,11 +67,11 @@ class StepSpec:
             if getattr(self, name) not in WIRE_DTYPES:
                 raise ConfigError(f"step.{name}", f"unknown {getattr(self, name)!r}; allowed: "
                                   + ", ".join(WIRE_DTYPES))
-        for degree in UNSUPPORTED_DEGREES:
-            if getattr(self.layout, degree) != 1:
-                raise ConfigError(f"layout.{degree}", f"{degree} > 1 not simulated yet; "
-                                  "allowed: 1")
+        if self.grad_reduce_dtype not in GRAD_REDUCE_BYTES:
+            raise ConfigError("step.grad_reduce_dtype", f"unknown {self.grad_reduce_dtype!r}; "
+                              "allowed: " + ", ".join(GRAD_REDUCE_BYTES))
         self.layout.validate(self.model)
+        self._check_sequence_split()
         for gpu, factor in self.slow_gpus:
             if not 0 <= gpu < self.layout.world_size:
                 raise ConfigError(f"slow_gpus.{gpu}", "must be a rank in [0, "
@@ -75,15 +80,26 @@ class StepSpec:
                 raise ConfigError(f"slow_gpus.{gpu}", f"slowdown must be >= 1, got {factor}")
         self.ops()  # schedule constraints (ConfigError from sim.schedule)
 
+    def _check_sequence_split(self) -> None:
+        """Sequence parallelism gives each TP rank seq/(tp*cp) tokens; Megatron's load-balanced
+        context parallelism cuts each sequence into 2*cp chunks."""
+        lay = self.layout
+        parts = lay.tp * lay.cp * (2 if lay.cp > 1 else 1)
+        if self.seq_len % parts:
+            raise ConfigError("step.seq_len", f"{self.seq_len} must be divisible by tp*cp"
+                              f"{'*2' if lay.cp > 1 else ''} = {parts} (sequence/context "
+                              "parallel shards)")
+
     @property
     def tokens_per_microbatch(self) -> int:
-        """Tokens one rank holds per micro-batch (tp = cp = 1)."""
-        return self.micro_batch_size * self.seq_len
+        """Tokens one rank holds between layers per micro-batch: its sequence-parallel (TP)
+        and context-parallel shard, ``micro_batch_size * seq_len / (tp * cp)``."""
+        return self.micro_batch_size * self.seq_len // (self.layout.tp * self.layout.cp)
 
     @property
     def global_tokens(self) -> int:
-        """Tokens of the whole step: every DP replica's micro-batches."""
-        return self.layout.dp * self.microbatches * self.tokens_per_microbatch
+        """Tokens of the whole step: every DP replica's micro-batches of whole sequences."""
+        return self.layout.dp * self.microbatches * self.micro_batch_size * self.seq_len
 
     def slowdown(self) -> np.ndarray:
         """Per-rank factor on every kernel's time (the roofline's ``slowdown`` is linear)."""

@@ -18,16 +18,23 @@ from sim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_sc
 from sim.engine.network import FlowNetwork
 from sim.schedule.ops import ScheduleOps
 from sim.step.plan import LayerPlan, StepPlan
-from sim.step.spec import StepSpec
+from sim.step.spec import GRAD_REDUCE_BYTES, StepSpec
+from sim.step.tpcp import dense_dp_group
 
-CATEGORIES = ("compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer")
-GRAD_BYTES = 2  # bf16 gradients reduce-scattered (brief: Megatron distributed optimizer)
+CATEGORIES = ("compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer",
+              "cp_exposed")
 PARAM_BYTES = 2  # bf16 parameters all-gathered after the step
 OPTIMIZER_BYTES_PER_PARAM = 30.0
 """Adam with fp32 master weights, per parameter of the local shard: read master param, m, v,
 fp32 grad (16 B), write param, m, v (12 B), write the bf16 copy (2 B)."""
 
 Generated = Generator[simpy.Event, object, None]
+Where = tuple[str, int, int, int, str]
+"""What a rank program is running: (pass kind, micro-batch, virtual stage, layer of its last
+all-to-all or -1, that all-to-all's phase or "")."""
+Span = tuple[int, float, float, str, object, Where | None, object, object]
+"""(rank, t0, t1, category, lane = its SimPy process, what, for a wait the all-to-all or else
+the event waited on (None for compute), the value the event fired with)."""
 
 
 @dataclass
@@ -45,6 +52,12 @@ class StepState:
     mail: dict[tuple[str, int, int, int], simpy.Event] = field(default_factory=dict)
     rings: dict[tuple[str, int, int], RingCollective] = field(default_factory=dict)
     b_count: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, vstage) -> B done
+    tp_rings: dict[tuple[object, ...], RingCollective] = field(default_factory=dict)  # tpcp.py
+    cp_mail: dict[tuple[object, ...], simpy.Event] = field(default_factory=dict)  # tpcp.py
+    # Recording for sim.step.critical (the critical-path walk):
+    spans: list[Span] = field(default_factory=list)  # every compute and wait span
+    cursor: dict[object, Where] = field(default_factory=dict)  # SimPy process -> what it runs
+    a2a_send_s: dict[int, np.ndarray] = field(default_factory=dict)  # a2a tag -> member sends
     pending: list[list[simpy.Event]] = field(init=False)  # per rank: its reduce-scatters
     coords: list[dict[str, int]] = field(init=False)
     ep_group: list[tuple[int, ...]] = field(init=False)
@@ -56,7 +69,8 @@ class StepState:
     def __post_init__(self) -> None:
         lay = self.spec.layout
         self.coords = [lay.coords(r) for r in range(lay.world_size)]
-        self.ep_group = [lay.group_of("ep", r) for r in range(lay.world_size)]
+        ep_of = {r: g for g in lay.groups("ep") for r in g}  # one pass (9,216 ranks: 10 ms)
+        self.ep_group = [ep_of[r] for r in range(lay.world_size)]
         self.pending = [[] for _ in range(lay.world_size)]
         self.slowdown = self.spec.slowdown()
         self.time_s_row = [self.time_s[r] for r in range(lay.world_size)]
@@ -86,7 +100,9 @@ class StepState:
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
         """``rank`` joins ring collective ``kind`` (dp_rs, edp_rs, dp_ag, edp_ag) of ``item``
         over its DP or EDP group; the event fires when ``rank`` is done."""
-        group = self.spec.layout.group_of(kind.split("_")[0], rank)
+        lay = self.spec.layout
+        group = (dense_dp_group(lay, rank) if kind.startswith("dp_")  # DP x CP ranks
+                 else lay.group_of(kind.split("_")[0], rank))
         key = (kind, group[0], item)
         if key not in self.rings:
             make = ring_reduce_scatter if kind.endswith("rs") else ring_all_gather
@@ -99,4 +115,27 @@ class StepState:
         """Start the gradient reduce-scatters of ``item`` (a layer, or -1 - vstage)."""
         for kind, params in (("dp_rs", dense), ("edp_rs", expert)):
             if params:
-                self.pending[rank].append(self.join_ring(rank, kind, item, params * GRAD_BYTES))
+                size_bytes = params * GRAD_REDUCE_BYTES[self.spec.grad_reduce_dtype]
+                self.pending[rank].append(self.join_ring(rank, kind, item, size_bytes))
+
+    # ------------------------------------------------ recording (sim.step.critical)
+    def enter_pass(self, kind: str, mb: int, vstage: int) -> None:
+        """The running process starts pass ``kind`` of ``mb`` on ``vstage``."""
+        self.cursor[self.env.active_process] = (kind, mb, vstage, -1, "")
+
+    def sent_a2a(self, a2a: AllToAll, local: int, layer: int, phase: str) -> None:
+        """Member ``local`` of ``a2a`` (``phase`` of ``layer``) sends now."""
+        sent = self.a2a_send_s.get(a2a.tag)
+        if sent is None:
+            sent = self.a2a_send_s[a2a.tag] = np.full(a2a.gpus.size, np.nan)
+        sent[local] = self.env.now
+        lane = self.env.active_process
+        kind, mb, vstage, _, _ = self.cursor.get(lane, ("", -1, -1, -1, ""))
+        self.cursor[lane] = (kind, mb, vstage, layer, phase)
+
+    def record(self, rank: int, t0: float, category: str, op: object = None,
+               value: object = None) -> None:
+        """A span of ``rank`` from ``t0`` to now (compute, or a wait on ``op``)."""
+        lane = self.env.active_process
+        self.spans.append((rank, t0, self.env.now, category, lane, self.cursor.get(lane), op,
+                           value))

@@ -1,0 +1,95 @@
+"""What released a recorded wait (:meth:`StepState.record`), for :mod:`sim.step.critical`.
+
+* all-to-all: the completion group's value is the last-arriving flow into the waiting rank;
+  its sender and start time, and its bottleneck link (the engine's max-min solver records
+  the link each flow froze at, ``bottleneck`` in the flow table);
+* pipeline input: the mailbox's value, (sending rank, send time, flow id);
+* ring collective (DP/EDP all of them in one ``all_of``, or one TP ring): the ring that
+  finished last for the waiting rank, its member that joined last (the start of that
+  member's first chunk), and the bottleneck link holding most of the ring's flow time.
+
+Anything else (CP K/V arrivals, fast mode's estimated collectives) names no sender.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from sim.collectives.alltoall import AllToAll
+from sim.collectives.ring import RingCollective
+from sim.step.state import Span, StepState
+
+
+@dataclass(frozen=True)
+class Release:
+    """Who released a wait: ``rank`` (-1: unknown) sent at ``send_s``; the flows' ``link``
+    (-1: unknown); ``excess_s``: how much later than its peers' mean it reached the op."""
+
+    rank: int = -1
+    send_s: float = 0.0
+    link: int = -1
+    excess_s: float = float("nan")
+    what: str = ""  # names the collective when the span's own label does not
+
+
+class Releases:
+    """Looks up the releaser of waits of one finished step."""
+
+    def __init__(self, st: StepState) -> None:
+        self.st = st
+        rings = (*st.rings.items(), *st.tp_rings.items())
+        self.rings = {id(ev): ring for _, ring in rings for ev in ring.rank_done}
+        self.ring_key = {id(ring): key for key, ring in rings}
+
+    def of(self, sp: Span) -> Release:
+        """The releaser of wait span ``sp``."""
+        op, value = sp[6], sp[7]
+        if isinstance(op, AllToAll) and isinstance(value, int | np.integer) and value >= 0:
+            return self._a2a(op, int(value))
+        if sp[3] == "bubble" and isinstance(value, tuple):
+            sender, send_s, flow = value
+            return Release(sender, send_s, self.bottleneck(np.array([flow])))
+        events = value.events if isinstance(value, simpy.events.ConditionValue) else [op]
+        done = [(ev.value, self.rings[id(ev)]) for ev in events
+                if isinstance(ev, simpy.Event) and isinstance(ev.value, float)
+                and id(ev) in self.rings]
+        if not done:
+            return Release()
+        return self._ring(max(done, key=lambda d: d[0])[1])
+
+    def _a2a(self, a2a: AllToAll, flow: int) -> Release:
+        col = self.st.net.flows.col
+        sender = int(col["src"][flow])  # rank r runs on GPU r
+        local = int(np.flatnonzero(a2a.gpus == sender)[0])
+        sent = self.st.a2a_send_s[a2a.tag]
+        excess = float(sent[local] - np.nanmean(np.delete(sent, local)))
+        return Release(sender, float(col["start_s"][flow]), self.bottleneck(np.array([flow])),
+                       excess)
+
+    def _ring(self, ring: RingCollective) -> Release:
+        if ring.n_steps == 0:
+            return Release()
+        flows = self.st.net.groups.col["last_flow"][ring._groups]  # [receiver, step]: 1 flow
+        first = np.roll(flows[:, 0], -1)  # member i's step-0 flow lands at member i + 1
+        if (first < 0).any():
+            return Release()
+        joined = self.st.net.flows.col["start_s"][first]  # a member sends step 0 on joining
+        late = int(np.argmax(joined))
+        excess = float(joined[late] - np.delete(joined, late).mean())
+        key = self.ring_key[id(ring)]
+        return Release(int(ring.gpus[late]), float(joined[late]), self.bottleneck(flows.ravel()),
+                       excess, f"ring {key[0]} item " + " ".join(str(k) for k in key[2:]))
+
+    def bottleneck(self, flows: np.ndarray) -> int:
+        """The bottleneck link holding ``flows`` longest (summed start-to-arrival time)."""
+        col = self.st.net.flows.col
+        flows = flows[flows >= 0]
+        links = col["bottleneck"][flows]
+        keep = links >= 0
+        if not keep.any():
+            return -1
+        dur = (col["finish_s"][flows] - col["start_s"][flows])[keep]
+        return int(np.argmax(np.bincount(links[keep], weights=dur)))

@@ -1,0 +1,117 @@
+"""A step scenario file (YAML, safe loader) -> a validated :class:`StepScenario`.
+
+The file names the model, GPU and fabric as the layer-stack scenarios do (same ``fabric:``
+mapping), plus the parallel layout (Megatron names), the pipeline schedule and the batch::
+
+    name: mixtral-64xh100
+    model: mixtral-8x7b
+    gpu: H100
+    fabric: {preset: rail-h800-64, params: {gpu: H100}, multipath: dmodk}
+    layout: {tp: 1, pp: 4, vpp: 8, ep: 8, dp: 16}
+    schedule: interleaved
+    global_batch: 256        # sequences per step (Megatron --global-batch-size)
+    micro_batch_size: 1      # Megatron --micro-batch-size
+    seq_len: 4096
+    mode: full               # full: every rank; fast: one representative pipeline
+
+``global_batch`` must split into whole micro-batches per data-parallel replica:
+micro-batches per pipeline = global_batch / (dp x micro_batch_size), as Megatron computes
+its number of micro-batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from sim.errors import ConfigError
+from sim.hardware import get_gpu
+from sim.layout import ParallelLayout
+from sim.router import RouterConfig
+from sim.scenario.fields import build_plain, check_keys, check_type
+from sim.scenario.load import fabric_from_dict, model_from_value, slow_gpus_from_dict
+from sim.step.spec import DEFAULT_FABRIC, StepSpec
+
+MODES = ("full", "fast")
+TOP_KEYS = [
+    "name", "description", "seed", "model", "gpu", "fabric", "layout", "schedule",
+    "global_batch", "micro_batch_size", "seq_len", "router", "dispatch_dtype",
+    "combine_dtype", "grad_reduce_dtype", "dedup", "lm_head", "dp_overlap", "fb_overlap",
+    "slow_gpus", "mode",
+]
+FLAGS = ("dedup", "lm_head", "dp_overlap", "fb_overlap")
+
+
+@dataclass(frozen=True)
+class StepScenario:
+    """A named step to simulate, and whether to run every rank or one pipeline."""
+
+    name: str
+    spec: StepSpec
+    mode: str = "full"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError("mode", f"unknown {self.mode!r}; allowed: {', '.join(MODES)}")
+
+
+def load_step_file(path: str | Path) -> StepScenario:
+    """Parse ``path`` into a step scenario; a bad field raises ConfigError naming it."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), f"not valid YAML ({exc.__class__.__name__})") from exc
+    except OSError as exc:
+        raise ConfigError("step scenario", f"cannot read {path}: {exc.strerror}") from exc
+    return step_from_dict(data, default_name=Path(path).stem)
+
+
+def step_from_dict(data: object, default_name: str = "step") -> StepScenario:
+    """Build a step scenario from a mapping shaped like ``scenarios/steps/*.yaml``."""
+    top = check_keys(data, TOP_KEYS, "step")
+    gpu = check_type(top.get("gpu", "H100"), str, "step.gpu")
+    get_gpu(gpu)
+    layout = build_plain(ParallelLayout, top.get("layout", {}), "layout")
+    mbs = check_type(top.get("micro_batch_size", 1), int, "step.micro_batch_size")
+    spec = StepSpec(
+        model=model_from_value(top.get("model", "mixtral-8x7b")),
+        layout=layout,
+        gpu=gpu,
+        fabric=fabric_from_dict(top["fabric"]) if "fabric" in top else DEFAULT_FABRIC,
+        schedule=check_type(top.get("schedule", "1f1b"), str, "step.schedule"),
+        microbatches=_microbatches(top.get("global_batch", layout.dp * mbs), layout.dp, mbs),
+        micro_batch_size=mbs,
+        seq_len=check_type(top.get("seq_len", 4096), int, "step.seq_len"),
+        router=build_plain(RouterConfig, top.get("router", {}), "router"),
+        dispatch_dtype=check_type(top.get("dispatch_dtype", "fp8"), str, "step.dispatch_dtype"),
+        combine_dtype=check_type(top.get("combine_dtype", "bf16"), str, "step.combine_dtype"),
+        grad_reduce_dtype=check_type(top.get("grad_reduce_dtype", "fp32"), str,
+                                     "step.grad_reduce_dtype"),
+        slow_gpus=slow_gpus_from_dict(top.get("slow_gpus", {})),
+        seed=check_type(top.get("seed", 0), int, "step.seed"),
+        **_flags(top),
+    )
+    return StepScenario(
+        name=check_type(top.get("name", default_name), str, "step.name"),
+        spec=spec,
+        mode=check_type(top.get("mode", "full"), str, "step.mode"),
+        description=check_type(top.get("description", ""), str, "step.description"),
+    )
+
+
+def _microbatches(global_batch: object, dp: int, micro_batch_size: int) -> int:
+    """Micro-batches per pipeline: global_batch / (dp x micro_batch_size), whole."""
+    gbs = check_type(global_batch, int, "step.global_batch")
+    per_step = dp * micro_batch_size
+    if gbs < 1 or gbs % per_step:
+        raise ConfigError("step.global_batch", f"must be a positive multiple of dp x "
+                          f"micro_batch_size = {per_step}, got {gbs}")
+    return gbs // per_step
+
+
+def _flags(top: Mapping[str, object]) -> dict[str, bool]:
+    return {k: check_type(top[k], bool, f"step.{k}") for k in FLAGS if k in top}
