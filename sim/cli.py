@@ -84,9 +84,11 @@ def list_scenarios() -> None:
 
     from scenarios import resolve, scenario_names
 
-    for name in scenario_names():
-        data = yaml.safe_load(resolve(name).read_text()) or {}
-        click.echo(f"{name:<20} {data.get('description', '')}")
+    for kind, title in (("", "moesim run"), ("steps", "moesim step")):
+        click.echo(f"{title}:")
+        for name in scenario_names(kind):
+            data = yaml.safe_load(resolve(name, kind).read_text()) or {}
+            click.echo(f"  {name:<20} {data.get('description', '')}")
 
 
 @main.command()
@@ -155,6 +157,7 @@ def _register_commands() -> None:
     """Commands that live in their own modules."""
     from sim.commands_design import design, plan
     from sim.commands_plot import plot
+    from sim.commands_step import step
     from sim.commands_sweep import sweep
     from sim.commands_validate import validate
 
@@ -163,6 +166,8 @@ def _register_commands() -> None:
     main.add_command(plan)
     main.add_command(validate)
     main.add_command(sweep)
+    step.callback = _user_errors(step.callback)  # type: ignore[arg-type]
+    main.add_command(step)
 
 
 _register_commands()

@@ -49,16 +49,17 @@ def scenario_from_dict(data: object, default_name: str = "scenario") -> Scenario
         name=check_type(top.get("name", default_name), str, "scenario.name"),
         description=check_type(top.get("description", ""), str, "scenario.description"),
         seed=check_type(top.get("seed", 0), int, "scenario.seed"),
-        model=_model(top.get("model", "mixtral-8x7b")),
+        model=model_from_value(top.get("model", "mixtral-8x7b")),
         gpu=gpu,
-        fabric=_fabric(top.get("fabric", {})),
+        fabric=fabric_from_dict(top.get("fabric", {})),
         workload=build_plain(WorkloadSpec, top.get("workload", {}), "workload"),
         router=build_plain(RouterConfig, top.get("router", {}), "router"),
-        slow_gpus=_slow_gpus(top.get("slow_gpus", {})),
+        slow_gpus=slow_gpus_from_dict(top.get("slow_gpus", {})),
     )
 
 
-def _model(value: object) -> ModelConfig:
+def model_from_value(value: object) -> ModelConfig:
+    """A preset name or a mapping of model fields -> ModelConfig."""
     if isinstance(value, str):
         return get_model(value)
     if isinstance(value, Mapping):
@@ -66,7 +67,8 @@ def _model(value: object) -> ModelConfig:
     raise ConfigError("scenario.model", "must be a preset name or a mapping of model fields")
 
 
-def _fabric(value: object) -> FabricSpec:
+def fabric_from_dict(value: object) -> FabricSpec:
+    """The ``fabric:`` mapping of a scenario file -> FabricSpec."""
     data = check_keys(value, FABRIC_KEYS, "fabric")
     params = check_keys(data.get("params", {}), list(data.get("params", {}) or {}), "fabric.params")
     faults = data.get("faults", [])
@@ -91,7 +93,8 @@ def _freeze(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _slow_gpus(value: object) -> tuple[tuple[int, float], ...]:
+def slow_gpus_from_dict(value: object) -> tuple[tuple[int, float], ...]:
+    """``{gpu: factor}`` -> sorted (gpu, factor) pairs."""
     if not isinstance(value, Mapping):
         raise ConfigError(
             "scenario.slow_gpus", "must map GPU index to slowdown factor, e.g. {3: 1.5}"

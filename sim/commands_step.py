@@ -1,0 +1,44 @@
+"""``moesim step``: simulate one whole training step of a step scenario and report it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+
+@click.command("step")
+@click.argument("scenario")
+@click.option("--mode", type=click.Choice(["full", "fast"]), default=None,
+              help="full: every rank on one fabric; fast: one representative pipeline. "
+                   "Default: the scenario's.")
+@click.option("--microbatches", type=int, default=None,
+              help="Override the micro-batches per pipeline.")
+@click.option("--seed", type=int, default=None, help="Override the scenario's seed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the step record as JSON.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON record here.")
+def step(scenario: str, mode: str | None, microbatches: int | None, seed: int | None,
+         as_json: bool, out: str | None) -> None:
+    """Simulate SCENARIO (a name from scenarios/steps or a YAML path): step time, MFU,
+    breakdown (compute, exposed all-to-all / TP / DP, bubble, optimizer) and critical path."""
+    from scenarios import resolve
+    from sim.report.step_summary import step_text
+    from sim.step.run import run_step
+    from sim.step.scenario import load_step_file
+
+    scn = load_step_file(resolve(scenario, "steps"))
+    spec = scn.spec
+    if microbatches is not None:
+        spec = replace(spec, microbatches=microbatches)
+    if seed is not None:
+        spec = replace(spec, seed=seed)
+    scn = replace(scn, spec=spec, mode=mode or scn.mode)
+    record = {"scenario": scn.name, "mode": scn.mode, "seed": spec.seed,
+              **run_step(spec, mode=scn.mode).to_dict()}
+    text = json.dumps(record, indent=2)
+    if out:
+        Path(out).write_text(text)
+    click.echo(text if as_json else step_text(scn, record))

@@ -1,0 +1,113 @@
+"""Step scenario files: loading, validation, and the ``moesim step`` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scenarios import resolve, scenario_names
+from sim.cli import main
+from sim.errors import ConfigError
+from sim.step.scenario import load_step_file, step_from_dict
+
+TINY: dict[str, object] = {
+    "name": "tiny",
+    "model": {"name": "tiny-moe", "hidden_size": 1024, "num_layers": 2,
+              "vocab_size": 32000, "num_attention_heads": 8, "attention": "gqa",
+              "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 2048,
+              "n_routed_experts": 8, "moe_intermediate_size": 2048, "top_k": 2},
+    "gpu": "H100",
+    "layout": {"pp": 2, "ep": 4, "dp": 4},
+    "global_batch": 8,
+    "seq_len": 1024,
+}
+
+
+def test_shipped_step_scenarios_load() -> None:
+    names = scenario_names("steps")
+    assert {"mixtral-64xh100", "kimi-1t-1024xh800"} <= set(names)
+    mixtral = load_step_file(resolve("mixtral-64xh100", "steps"))
+    assert mixtral.spec.microbatches == 256 // 16  # global batch / (dp x micro-batch size)
+    assert (mixtral.spec.layout.pp, mixtral.spec.layout.vpp, mixtral.spec.layout.ep) == (4, 8, 8)
+    kimi = load_step_file(resolve("kimi-1t-1024xh800", "steps"))
+    assert kimi.spec.layout.world_size == 1024 and kimi.spec.layout.pp == 16
+
+
+def test_microbatches_follow_megatron() -> None:
+    scn = step_from_dict({**TINY, "global_batch": 24, "micro_batch_size": 2})
+    assert scn.spec.microbatches == 24 // (4 * 2)
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"global_batch": 6}, "step.global_batch"),  # not a multiple of dp x mbs = 4
+        ({"layout": {"pp": 2, "ep": 4, "dp": 4, "zz": 1}}, "layout.zz"),
+        ({"layout": {"pp": 2, "ep": 3, "dp": 4}}, "layout.ep"),
+        ({"mode": "turbo"}, "mode"),
+        ({"schedule": "gpipe"}, "schedule"),
+        ({"dp_overlap": "yes"}, "step.dp_overlap"),
+        ({"colour": "red"}, "step.colour"),
+        ({"gpu": "Z100"}, "gpu"),
+        ({"grad_reduce_dtype": "fp16"}, "step.grad_reduce_dtype"),
+    ],
+)
+def test_bad_fields_are_named(change: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        step_from_dict({**TINY, **change})
+    assert err.value.field.startswith(field) or field in str(err.value)
+
+
+def test_cli_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**TINY, "global_batch": 6}))
+    res = CliRunner().invoke(main, ["step", str(bad)])
+    assert res.exit_code == 2
+    assert res.output.count("\n") == 1 and "step.global_batch" in res.output
+
+
+def test_cli_runs_a_small_step(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    res = CliRunner().invoke(main, ["step", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.output)
+    assert record["mode"] == "full" and record["scenario"] == "tiny"
+    assert {"compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed",
+            "optimizer"} <= set(record["breakdown_s"])
+    assert sum(record["breakdown_s"].values()) == pytest.approx(record["step_time_s"])
+    path_record = record["critical_path"]
+    assert path_record["step_time_s"] == pytest.approx(record["step_time_s"])
+    assert sum(path_record["by_category_s"].values()) == pytest.approx(record["step_time_s"])
+    text = CliRunner().invoke(main, ["step", str(path)])
+    assert text.exit_code == 0 and "MFU" in text.output and "where the step went" in text.output
+    assert "critical path" in text.output and "by stage (ms)" in text.output
+
+
+def test_cli_overrides_microbatches_and_mode(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    res = CliRunner().invoke(main, ["step", str(path), "--json", "--mode", "fast",
+                                    "--microbatches", "4"])
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.output)
+    assert record["mode"] == "fast" and record["critical_path"] is None
+    bad = CliRunner().invoke(main, ["step", str(path), "--microbatches", "0"])
+    assert bad.exit_code == 2 and "step.microbatches" in bad.output
+
+
+def test_fp32_gradient_reduce_moves_twice_the_bytes() -> None:
+    """Megatron's default reduce-scatters fp32 gradients; with --grad-reduce-in-bf16 half."""
+    from sim.step.run import simulate_step
+
+    flows = {}
+    for dtype in ("fp32", "bf16"):
+        spec = step_from_dict({**TINY, "grad_reduce_dtype": dtype, "dp_overlap": False}).spec
+        st = simulate_step(spec)
+        rings = [ring for key, ring in st.rings.items() if key[0].endswith("_rs")]
+        flows[dtype] = sum(ring.chunk_bytes * len(ring.gpus) for ring in rings)
+    assert flows["fp32"] == pytest.approx(2 * flows["bf16"]) and flows["bf16"] > 0
