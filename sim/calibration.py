@@ -63,7 +63,11 @@ HBM_ACHIEVABLE_FRACTION = 0.84
 #: flash-attention forward on H100, head dim 128, seq 8192, reaches 582 TFLOP/s = 0.59 of
 #: 989 (meta-pytorch/tritonbench #141); FlashAttention-3 reaches up to 740 = 0.75 only at
 #: head dim 256 (Shah et al. 2024, arXiv:2407.08608); FA4 on B200, head dim 128, causal,
-#: seq 8192: 1418 TFLOP/s = 0.63 of 2250 (Dao-AILab/flash-attention PR #2280).
+#: seq 8192: 1418 TFLOP/s = 0.63 of 2250 (Dao-AILab/flash-attention PR #2280). cuDNN is the
+#: kernel Megatron-Core runs on Hopper: Transformer Engine's ``get_attention_backend``
+#: disables FlashAttention "to give FusedAttention preference on Hopper+". Optimistic for
+#: causal masks at short sequences: FA4 causal / non-causal at hd 128, seq 4096 is 0.80
+#: (PR #2605 table), no H100 figure for causal seq 4096 found.
 ATTENTION_FWD_EFFICIENCY = 0.60
 
 #: Backward attention throughput as a fraction of dense peak. 0.45: FA4 backward on B200

@@ -21,7 +21,7 @@ from topologies import (
 )
 
 PRESETS = ["fat-tree-k8", "hgx-b200", "hgx-h100", "hgx-h200", "hgx-h800", "mpft-h800",
-           "nvl72-gb200", "rail-h100-4x-4to1", "rail-h200-4096", "rail-h800-64"]
+           "nvl72-gb200", "rail-h100-4x-4to1", "rail-h100-64", "rail-h200-4096", "rail-h800-64"]
 
 
 def test_builders_registered_by_name() -> None:

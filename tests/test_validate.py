@@ -9,21 +9,34 @@ from click.testing import CliRunner
 
 from sim.commands_validate import validate
 from sim.errors import ConfigError
+from sim.model import get_model
 from sim.validate import CASES, Case, judge, register_runner, render_table, run_case, run_cases
+from sim.validate.step import megatron_v09_flops, simulate_mixtral
 from sim.validate.table import FAIL, NOT_SIMULABLE, PASS, CaseResult
 
-KIMI = "kimi-k2 total parameters"
-"""Outside its 1% tolerance (1.0264T counted from the config vs 1.04T published, -1.3%);
-no principled counting convention found that closes the gap, so it is reported as FAIL in
-the table and left out of the tolerance test below (see the validation report)."""
+STEP = "Mixtral 8x7B, 64x H100, TP1 EP8 PP4 VPP8"
 
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, CaseResult]:
+    """Every case once (the Mixtral step simulates 64 GPUs: ~1 min)."""
     return {r.name: r for r in run_cases()}
 
 
-@pytest.mark.parametrize("name", [c.name for c in CASES if c.kind != "step" and c.name != KIMI])
+MIXTRAL_MISS = pytest.mark.xfail(
+    strict=True,
+    reason="known miss, issue 7 open: the simulated step gives 584 TFLOP/s per GPU against "
+    "the published 468 (+24.7%); the compute model runs GEMMs at their isolated-benchmark "
+    "ceiling (MAMF) and nothing yet accounts for the rest. Strict: passing fails the suite.",
+)
+"""The one case outside its tolerance. It still runs and still asserts the tolerance (a
+strict xfail: if the model is fixed, the unexpected pass fails the suite until this mark is
+removed); the table and ``moesim validate`` report it as FAIL."""
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(c.name, marks=MIXTRAL_MISS) if c.name == STEP else c.name
+             for c in CASES])
 def test_case_within_tolerance(results: dict[str, CaseResult], name: str) -> None:
     r = results[name]
     assert r.predicted is not None and r.error_pct is not None
@@ -31,15 +44,26 @@ def test_case_within_tolerance(results: dict[str, CaseResult], name: str) -> Non
     assert r.status == PASS
 
 
-def test_kimi_reported_as_measured(results: dict[str, CaseResult]) -> None:
-    r = results[KIMI]
-    assert r.predicted == 1_026_408_232_448
-    assert r.status == FAIL and r.error_pct == pytest.approx(-1.307, abs=1e-3)
+def test_checkpoint_counts_pinned(results: dict[str, CaseResult]) -> None:
+    # kimi-k2: 1,026,408,232,448 parameters + 62,495,192 fp32 block scales
+    # (see tests/test_validate_sim.py for the scale count by hand); no MTP.
+    assert results["kimi-k2 checkpoint parameters"].predicted == 1_026_470_727_640
+    # deepseek-v3: 671,026,419,200 + 13,463,426,304 MTP as stored + 41,540,496 scales.
+    assert results["deepseek-v3 checkpoint parameters"].predicted == 684_531_386_000
+    # The tech report's 1.04T stays visible (and is not what the released weights hold).
+    assert "tech report: 1.04T" in results["kimi-k2 checkpoint parameters"].detail
 
 
-def test_mixtral_step_listed_without_number(results: dict[str, CaseResult]) -> None:
-    (r,) = [r for r in results.values() if r.name.startswith("Mixtral")]
-    assert r.predicted is None and r.status == NOT_SIMULABLE and "issue 5" in r.detail
+def test_mixtral_step_simulated(results: dict[str, CaseResult]) -> None:
+    r = results[STEP]
+    assert r.predicted is not None and r.status in (PASS, FAIL)
+    assert "step " in r.detail and "TFLOP/s causal" in r.detail
+    # Megatron's (non-causal) FLOP count of the 256 x 4096-token step over the simulated
+    # step time, per GPU (the cached run of the fixture above).
+    tflops, step = simulate_mixtral(16)
+    flops = megatron_v09_flops(get_model("mixtral-8x7b"), 256, 4096)
+    assert r.predicted == tflops == pytest.approx(flops / step.step_time_s / 64 / 1e12)
+    assert tflops > step.tflops_per_gpu  # the causal count is 4% smaller
 
 
 def test_every_case_has_a_source_and_unique_name() -> None:
@@ -76,8 +100,9 @@ def test_render_table_columns() -> None:
 def test_cli_table_and_exit_status() -> None:
     out = CliRunner().invoke(validate, ["--kind", "gemm"])
     assert out.exit_code == 0 and "H100 BF16 GEMM" in out.output
-    out = CliRunner().invoke(validate, ["--kind", "params"])
-    assert out.exit_code == 1 and "FAIL" in out.output  # Kimi K2, see KIMI
+    out = CliRunner().invoke(validate, ["--kind", "params", "--kind", "checkpoint"])
+    assert out.exit_code == 0 and "FAIL" not in out.output and "kimi-k2" in out.output
+    assert "5 pass, 0 fail" in out.output
 
 
 def test_cli_json() -> None:

@@ -12,6 +12,8 @@ from sim.calibration import (
     NVLINK_H100_ACHIEVABLE_FRACTION,
     NVLINK_H800_ACHIEVABLE_FRACTION,
 )
+from sim.model import get_model, param_counts, training_flops
+from sim.validate.checkpoint import block_scales, checkpoint_elements, fp8_scale_elements
 from sim.validate.deepep import (
     DeepEPSetup,
     internode_flows,
@@ -22,6 +24,7 @@ from sim.validate.deepep import (
 )
 from sim.validate.flows import FlowBatch, run_flows, with_loopbacks
 from sim.validate.nccl import GIB, simulate_alltoall, uniform_alltoall
+from sim.validate.step import megatron_v09_flops, mixtral_spec
 
 NVLINK_LAT_S = 2 * 1665e-9  # gpu -> nvswitch -> gpu (topologies.constants)
 H800_NVL_BPS = 200e9 * NVLINK_H800_ACHIEVABLE_FRACTION
@@ -120,3 +123,68 @@ def test_deepep_intranode_time_is_the_busiest_port() -> None:
     busiest = max(dedup.sum(axis=1).max(), (dedup.sum(axis=0) - dedup.diagonal()).max())
     bound = busiest / H800_NVL_BPS + NVLINK_LAT_S + KERNEL_LAUNCH_OVERHEAD_S
     assert bound <= res.time_s <= 1.05 * bound
+
+
+# ---- checkpoint element counts (block-FP8 releases) ------------------------------------
+
+KIMI_ATTN_SCALES = 12 * 56 + 96 * 12 + 5 * 56 + 128 * 4 + 56 * 64
+"""q_a [1536, 7168], q_b [64*192, 1536], kv_a [576, 7168], kv_b [64*256, 512], o [7168, 8192]:
+ceil(out/128) x ceil(in/128) each."""
+EXPERT_SCALES = 2 * (16 * 56) + 56 * 16  # gate, up [2048, 7168]; down [7168, 2048]
+DENSE_SCALES = 2 * (144 * 56) + 56 * 144  # gate, up [18432, 7168]; down [7168, 18432]
+
+
+def test_block_scales_by_hand() -> None:
+    assert block_scales(128, 128) == 1 and block_scales(129, 128) == 2
+    assert block_scales(576, 7168) == 5 * 56
+
+
+def test_kimi_fp8_scales_by_hand() -> None:
+    assert KIMI_ATTN_SCALES == 6200
+    hand = 61 * KIMI_ATTN_SCALES + 1 * DENSE_SCALES + 60 * (384 + 1) * EXPERT_SCALES
+    assert fp8_scale_elements(get_model("kimi-k2")) == hand == 62_495_192
+
+
+def test_deepseek_v3_fp8_scales_by_hand() -> None:
+    attn = 12 * 56 + 192 * 12 + 5 * 56 + 256 * 4 + 56 * 128  # 128 heads
+    # 61 layers + the MTP block; 3 dense layers; 58 MoE layers + the MTP block's MoE
+    hand = 62 * attn + 3 * DENSE_SCALES + 59 * (256 + 1) * EXPERT_SCALES
+    assert fp8_scale_elements(get_model("deepseek-v3")) == hand == 41_540_496
+    cfg = get_model("deepseek-v3")
+    counts = param_counts(cfg)
+    assert checkpoint_elements(cfg) == counts.total + counts.mtp_stored + hand
+
+
+def test_gqa_model_scales_cover_every_projection() -> None:
+    # Mixtral (not released in FP8; the count is the format's rule): q [4096,4096], k and v
+    # [1024, 4096], o [4096, 4096]; experts [14336, 4096] x2 + [4096, 14336].
+    attn = 32 * 32 + 2 * 8 * 32 + 32 * 32
+    expert = 2 * 112 * 32 + 32 * 112
+    assert fp8_scale_elements(get_model("mixtral-8x7b")) == 32 * (attn + 8 * expert)
+
+
+# ---- the Mixtral step case ---------------------------------------------------------------
+
+
+def test_megatron_flops_by_hand() -> None:
+    # 12 B s L h^2 [ (1 + 8/32 + 4096/4096) * 1 + 14336/4096 * 2 * 1.5 + 32000/(2*32*4096) ]
+    b, s, layers, h = 256, 4096, 32, 4096
+    bracket = 2.25 + 10.5 + 32000 / (2 * 32 * 4096)
+    hand = 12 * b * s * layers * h * h * bracket
+    assert megatron_v09_flops(get_model("mixtral-8x7b"), b, s) == pytest.approx(hand, rel=1e-12)
+    # vs the causal model FLOPs: the attention core counted twice as large (+4% here)
+    causal = training_flops(get_model("mixtral-8x7b"), b * s, s, include_mtp=False)
+    router = 3 * 2 * 4096 * 8 * 32 * b * s  # in ours, not in Megatron's
+    core = 3 * 2 * 2048 * 32 * 256 * 32 * b * s  # causal attention core (ours)
+    assert hand - causal == pytest.approx(core - router, rel=1e-9)
+
+
+def test_mixtral_spec_matches_the_published_setting() -> None:
+    spec = mixtral_spec()
+    lay = spec.layout
+    assert (lay.tp, lay.pp, lay.vpp, lay.ep, lay.dp, lay.world_size) == (1, 4, 8, 8, 16, 64)
+    assert spec.layout.dp * spec.microbatches * spec.micro_batch_size == 256  # global batch
+    assert spec.schedule == "interleaved" and spec.seq_len == 4096
+    assert (spec.dispatch_dtype, spec.combine_dtype) == ("bf16", "bf16")
+    graph = topologies.load_preset(spec.fabric.preset)
+    assert sum(1 for _, d in graph.nodes(data=True) if d.get("kind") == "gpu") == 64

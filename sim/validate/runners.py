@@ -12,8 +12,10 @@ from sim.errors import ConfigError
 from sim.hardware import gemm_flops, gemm_time_s, get_gpu
 from sim.model import get_model, param_counts
 from sim.validate.cases import Case
+from sim.validate.checkpoint import checkpoint_elements, fp8_scale_elements
 from sim.validate.deepep import DeepEPSetup, simulate_deepep
 from sim.validate.nccl import simulate_alltoall
+from sim.validate.step import simulate_mixtral, step_detail
 
 Prediction = tuple[float | None, str]
 Runner = Callable[[Case], Prediction]
@@ -57,6 +59,14 @@ def _params(case: Case) -> Prediction:
     return float(counts.total), f"active {counts.active / 1e9:.2f}B (MTP excluded)"
 
 
+def _checkpoint(case: Case) -> Prediction:
+    model = get_model(str(case.arg("model")))
+    counts, scales = param_counts(model), fp8_scale_elements(model)
+    detail = (f"{counts.total / 1e9:.2f}B params + {counts.mtp_stored / 1e9:.2f}B MTP as stored"
+              f" + {scales / 1e9:.4f}B fp32 block scales; {case.note}")
+    return float(checkpoint_elements(model)), detail
+
+
 def _gemm(case: Case) -> Prediction:
     gpu, size, dtype = get_gpu(str(case.arg("gpu"))), int(str(case.arg("size"))), str(
         case.arg("dtype"))
@@ -66,9 +76,10 @@ def _gemm(case: Case) -> Prediction:
 
 
 def _step(case: Case) -> Prediction:
-    return None, case.note
+    tflops, result = simulate_mixtral(int(str(case.arg("microbatches"))))
+    return tflops, f"{step_detail(result)}; {case.note}"
 
 
 for _kind, _runner in (("deepep", _deepep), ("nccl_alltoall", _nccl), ("params", _params),
-                       ("gemm", _gemm), ("step", _step)):
+                       ("checkpoint", _checkpoint), ("gemm", _gemm), ("step", _step)):
     register_runner(_kind, _runner)
