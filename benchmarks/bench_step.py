@@ -18,7 +18,13 @@ Measured on the 2-core dev machine (shared with other jobs, load average about 0
 
 * fast, 9,216 GPUs (1,152 hosts, dp 576, 28 micro-batches), ``--routing-draws 1``
   (default): 1.74 s median of 5 (first repeat of a process 2.0-2.5 s), step 8.535 s, MFU
-  0.174. ``--routing-draws 4``: 2.3 s, step 8.554 s; ``0`` (all 60 MoE layers drawn, as
+  0.174, measured before the TP/CP, critical-path and elementwise-kernel work merged.
+  After it (2026-12-03, fp32 gradient reduce-scatter: step 8.621 s, MFU 0.173) three runs of
+  5 gave medians 3.61, 4.20 and 4.59 s (min 2.96 s) while the same machine's
+  ``bench_alltoall.py --ranks 64`` moved between 0.30 and 0.52 s: noisy, but above the 2 s
+  target either way. Where the time goes (one run, about 3.1 s): fabric graph 0.3 s, the
+  pipeline's sub-fabric router 0.4 s, the plan 0.35 s, per-host routers 0.1 s, the SimPy
+  run (27 k events, 861 rate solves) the rest. ``--routing-draws 4``: 2.3 s, step 8.554 s; ``0`` (all 60 MoE layers drawn, as
   full mode): 22.6 s, step 8.544 s. So reusing one draw moves the step time by 0.1 %.
 * full, 1,024 GPUs, 61 layers, 1 micro-batch: not done after 240 s (``--max-wall-s
   240``). ``--layers 16 --microbatches 1`` (15 MoE layers, about 1.2 M flows): 173-180 s,

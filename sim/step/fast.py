@@ -122,8 +122,8 @@ class FastState(StepState):
             gpus = np.asarray(group, dtype=np.int64)
             if group[0] not in self.a2a_timers:
                 router = self._host_router(rank)
-                if (router.local_of[gpus] < 0).any():  # another rep rank's group on the host
-                    router = self.index.router(group)
+                if (router.local_of[gpus] < 0).any():  # another rep rank's group on the host:
+                    router = self.net.router  # the pipeline's sub-fabric holds every EP group
                 self.a2a_timers[group[0]] = A2ATimer(router, gpus)
             timing = self.a2a_timing.get(key[:2] + key[3:])
             if timing is None:
