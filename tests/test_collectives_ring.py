@@ -132,12 +132,28 @@ def test_late_rank_delays_only_its_dependents() -> None:
     env.timeout(d).callbacks.append(lambda _: ring.start_rank(0))
     env.run()
     chunk_s, hop_s = size / 3 / (bw * GB), 2 * lat * 1e-9
-    # rank 0 got both chunks long before d, so at d it sends steps 0 and 1 together (half rate)
-    r1 = d + 2 * chunk_s + hop_s
+    # rank 0 got both chunks long before d; at d it sends step 0, then step 1 as soon as step
+    # 0 has drained (in order, one on the wire at a time, as NCCL's FIFO of steps). Rank 1
+    # forwards rank 0's chunk to rank 2 as soon as it lands.
     assert [e.value for e in ring.rank_done] == pytest.approx(
-        [d, r1, r1 + chunk_s + hop_s], rel=1e-9
-    )
-    assert ring.done.value == pytest.approx(r1 + chunk_s + hop_s, rel=1e-9)
+        [d, d + 2 * chunk_s + hop_s, d + 2 * chunk_s + 2 * hop_s], rel=1e-9)
+    assert ring.done.value == pytest.approx(d + 2 * chunk_s + 2 * hop_s, rel=1e-9)
+
+
+def test_late_rank_backlog_goes_in_order() -> None:
+    """A rank that joins late with its whole backlog ready keeps one chunk on the wire: on a
+    ring of 4 its n - 1 = 3 chunks go back to back (path latency once), and each successor
+    forwards what it needs one hop later, not after the whole backlog at a shared rate."""
+    size, bw, lat, d = 4e6, 10.0, 100.0, 1.0
+    net = network(star(4, bw, lat))
+    ring = ring_all_gather(net, [0, 1, 2, 3], size, start=False)
+    for r in (1, 2, 3):
+        ring.start_rank(r)
+    net.env.timeout(d).callbacks.append(lambda _: ring.start_rank(0))
+    net.env.run()
+    chunk_s, hop_s = size / 4 / (bw * GB), 2 * lat * 1e-9
+    assert [e.value for e in ring.rank_done] == pytest.approx(
+        [d + i * hop_s + (3 * chunk_s if i else 0.0) for i in range(4)], rel=1e-9)
 
 
 def test_single_rank_and_zero_bytes_finish_at_start() -> None:

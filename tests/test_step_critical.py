@@ -155,13 +155,14 @@ def test_degraded_link_is_named_on_the_path() -> None:
 
 def test_late_ring_member_is_followed() -> None:
     """EP groups {0-3} and {4-7} over one 8-rank DP ring; rank 5 2x slower (compute and
-    optimizer) joins the parameter all-gather last, so the walk leaves the step's last rank
-    in that ring for rank 5 at its join, not for another member."""
+    optimizer) joins the parameter all-gathers (dense over DP, expert over EDP) last, so the
+    walk leaves the step's last rank in the ring that ended the step for rank 5 at its join,
+    not for another member."""
     spec = _spec(ParallelLayout(ep=4, dp=8), router=BALANCED, slow_gpus=((5, 2.0),))
     st, cp = _walk(spec)
     _check_tiles_the_step(st, cp)
     last = cp.segments[-1]
-    assert last.category == "dp" and last.what.startswith("ring dp_ag")
+    assert last.category == "dp" and last.what.startswith(("ring dp_ag", "ring edp_ag"))
     assert last.rank == cp.end_rank != 5
     assert cp.segments[-2].rank == 5 and cp.segments[-2].category == "optimizer"
     rs_end = min(t1 for r, t0, t1, cat, *_ in st.spans if r == 5 and cat == "dp_exposed")

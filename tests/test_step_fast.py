@@ -137,8 +137,11 @@ def test_subfabric_routes_are_the_whole_fabric_routes() -> None:
 @pytest.mark.parametrize("dense, expert", [(5e7, 0.0), (0.0, 2e8), (5e7, 2e8)])
 def test_ring_estimate_against_the_engine(dense: float, expert: float) -> None:
     """Every DP and EDP ring of stage 0 reduce-scatters at once; rank 0's finish times.
-    Alone: within 1 %; the EDP ring (the larger) with the DP ring beside it: within 1 %; the
-    DP ring beside it is under-estimated (FIFO per link, not fair sharing): about 25 %."""
+    Alone: within 1 %; the EDP ring (the larger) with the DP ring beside it: within 1 %, and so
+    is the end of both (what a rank waits for). The DP ring beside it ends about 2x sooner in
+    the estimate: the estimate queues the two rings per link (FIFO, the smaller first), the
+    engine shares each link fairly between one chunk of each ring for the DP ring's whole
+    life (ring ranks send one chunk at a time, in order)."""
     idx = GraphIndex(build_graph(RAIL32), RAIL32, "H100")
     env = simpy.Environment()
     net = FlowNetwork(env, idx.whole(), record_timeline=False)
@@ -158,9 +161,12 @@ def test_ring_estimate_against_the_engine(dense: float, expert: float) -> None:
     for kind, event in est.items():
         ratio = float(event.value) / float(done[kind].value)  # type: ignore[arg-type]
         if kind == "dp" and expert:
-            assert 0.7 < ratio < 1.0
+            assert 0.4 < ratio < 0.6
         else:
             assert ratio == pytest.approx(1.0, abs=0.01)
+    last_est = max(float(e.value) for e in est.values())  # type: ignore[arg-type]
+    last_done = max(float(e.value) for e in done.values())  # type: ignore[arg-type]
+    assert last_est == pytest.approx(last_done, rel=0.01)
 
 
 def test_routing_draws_reuse_routings_cyclically() -> None:

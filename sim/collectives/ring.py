@@ -11,9 +11,15 @@ algorithms for clusters of workstations"):
 * all-reduce: reduce-scatter then all-gather, 2(n - 1) steps.
 
 There is no global barrier: a rank sends its step s + 1 chunk as soon as its own
-step s chunk has arrived (and been reduced), and its first chunk when it reaches
-the collective (:meth:`RingCollective.start_rank`). Arrivals before the receiving
-rank has started are accepted (the receive buffer is assumed posted). On an
+step s chunk has arrived (and been reduced) and its own step s chunk has drained,
+and its first chunk when it reaches the collective (:meth:`RingCollective.start_rank`).
+Arrivals before the receiving rank has started are accepted (the receive buffer is
+assumed posted). A rank's sends go in step order, one on the wire at a time: NCCL moves
+a ring channel's steps through a FIFO of buffer slots, so a rank that fell behind drains
+its backlog chunk by chunk (its successor can go on with each chunk as it lands) rather
+than as concurrent flows that share its link and all land late. The next chunk starts
+when the previous one has drained from the links (:meth:`FlowNetwork.drained`), so the
+path latency of a backlog is paid once, not per chunk. On an
 uncongested ring with link bandwidth B and per-hop path latency L, each phase of
 n - 1 steps takes (n - 1) * (size / n / B + L).
 """
@@ -65,6 +71,7 @@ class RingCollective(RankStarted):
         self.rank_done: list[simpy.Event] = [self.env.event() for _ in range(n)]
         self._init_ranks(n)
         self._sent = np.zeros(n, dtype=np.int64)  # next step each rank will send
+        self._in_flight = np.zeros(n, dtype=bool)  # a rank's last chunk not yet delivered
         self._ready = np.zeros(n, dtype=np.int64)  # steps received (and reduced) per rank
         self._arrived = np.zeros((n, max(self.n_steps, 1)), dtype=bool)
         self._reducing = np.zeros(n, dtype=bool)
@@ -122,20 +129,27 @@ class RingCollective(RankStarted):
         return float(rs(self.chunk_bytes) if callable(rs) else rs)
 
     def _try_send(self, rank: int) -> None:
-        """Send every step whose input ``rank`` already holds (more than one if it was late)."""
-        if not self._started[rank]:
+        """Send ``rank``'s next step if it holds its input and its last chunk has drained."""
+        step = int(self._sent[rank])
+        if (not self._started[rank] or self._in_flight[rank] or step >= self.n_steps
+                or step > self._ready[rank]):
             return
-        first = int(self._sent[rank])
-        last = min(int(self._ready[rank]), self.n_steps - 1)
-        if last < first:
-            return
-        steps = np.arange(first, last + 1)
-        self._sent[rank] = last + 1
+        self._sent[rank] = step + 1
+        self._in_flight[rank] = True
         succ = (rank + 1) % self.gpus.size
+        group = self._groups[succ, step:step + 1]
+        self.net.drained(int(group[0])).callbacks.append(self._on_drained(rank))
         self.net.start(
-            np.full(steps.size, self.gpus[rank]), np.full(steps.size, self.gpus[succ]),
-            np.full(steps.size, self.chunk_bytes), self._groups[succ, steps], self.tag,
+            self.gpus[rank:rank + 1], self.gpus[succ:succ + 1], np.array([self.chunk_bytes]),
+            group, self.tag,
         )
+
+    def _on_drained(self, rank: int) -> Callable[[simpy.Event], None]:
+        def drained(_: simpy.Event) -> None:
+            self._in_flight[rank] = False
+            self._try_send(rank)
+
+        return drained
 
     def _check_done(self, rank: int) -> None:
         event = self.rank_done[rank]

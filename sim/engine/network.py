@@ -98,6 +98,7 @@ class FlowNetwork:
         self._flush_at: float | None = None
         self.groups = Columns(GROUP_COLUMNS, capacity=256)
         self._g_event: list[simpy.Event] = []
+        self._g_drained: dict[int, simpy.Event] = {}  # groups someone waits to drain
 
     # ---------------------------------------------------------------- API
     def expect(self, n_flows: int) -> tuple[int, simpy.Event]:
@@ -108,6 +109,14 @@ class FlowNetwork:
         if n_flows == 0:
             event.succeed(-1)
         return gid, event
+
+    def drained(self, gid: int) -> simpy.Event:
+        """An event that fires when group ``gid``'s last flow drains: its bytes have left
+        every link (the group's own event fires a path latency later, on arrival). A sender
+        that keeps one transfer on the wire at a time starts the next one here."""
+        if gid not in self._g_drained:
+            self._g_drained[gid] = self.env.event()
+        return self._g_drained[gid]
 
     def start(
         self,
@@ -290,6 +299,9 @@ class FlowNetwork:
     def _fire(self, gid: int) -> None:
         gc = self.groups.col
         event, last = self._g_event[gid], int(gc["last_flow"][gid])
+        drained = self._g_drained.pop(gid, None)
+        if drained is not None:
+            drained.succeed(last)  # callbacks run after this instant's engine update
         delay = max(float(gc["finish_s"][gid]) - self.env.now, 0.0)
 
         def fire(_: simpy.events.Event) -> None:
