@@ -41,10 +41,15 @@ def _fault(items: Iterable[tuple[str, object]]) -> dict[str, object]:
 
 def fabric_for(graph: nx.DiGraph, gpu: str, derate: bool) -> Fabric:
     """Index ``graph`` for the engine, derating each tier to its achievable bandwidth."""
-    medium = str(graph.graph.get("fabric", "ib"))
     tiers = {str(d.get("tier")) for _, _, d in graph.edges(data=True)}
-    fraction = {t: link_achievable_fraction(t, medium, gpu) for t in tiers} if derate else None
-    return fabric_from_graph(graph, fraction)
+    return fabric_from_graph(graph, derating(tiers, graph, gpu, derate))
+
+
+def derating(tiers: Iterable[str], graph: nx.DiGraph, gpu: str, derate: bool
+             ) -> dict[str, float] | None:
+    """Achievable fraction of each of ``tiers`` on ``graph``'s medium (None: no derating)."""
+    medium = str(graph.graph.get("fabric", "ib"))
+    return {t: link_achievable_fraction(t, medium, gpu) for t in tiers} if derate else None
 
 
 def uncongested(graph: nx.DiGraph) -> nx.DiGraph:

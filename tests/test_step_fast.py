@@ -201,3 +201,43 @@ def test_dp_ring_group_is_the_dense_dp_group() -> None:
     st.coords = [lay.coords(r) for r in range(lay.world_size)]
     for rank in (0, 5, 11, 14):
         assert st._ring_group("dp", rank) == dense_dp_group(lay, rank)
+
+
+def test_subfabric_is_the_induced_subgraph_fabric() -> None:
+    """The sub-fabric cut from the link arrays is fabric_for of the induced subgraph (GPUs
+    renumbered in global order): same nodes, links, tiers and capacities, in the same order."""
+    import networkx as nx
+
+    from sim.fabric_build import fabric_for
+
+    spec = FabricSpec(preset="rail-h200-4096", params=(("hosts", 96), ("gpu", "H200")),
+                      multipath="dmodk")
+    graph = build_graph(spec)
+    sub = GraphIndex(graph, spec, "H200").router([3, 70, 300, 301, 700]).fabric
+    keep = set(sub.node_names)
+    induced = nx.DiGraph(**graph.graph)  # in the whole graph's node and edge order
+    induced.add_nodes_from((n, dict(d)) for n, d in graph.nodes(data=True) if n in keep)
+    induced.add_edges_from((u, v, d) for u, v, d in graph.edges(data=True)
+                           if u in keep and v in keep)
+    gpu_nodes = [n for n, d in induced.nodes(data=True) if d["kind"] == "gpu"]
+    for local, n in enumerate(sorted(gpu_nodes, key=lambda n: induced.nodes[n]["gpu"])):
+        induced.nodes[n]["gpu"] = local
+    ref = fabric_for(induced, "H200", True)
+    assert sub.node_names == ref.node_names and sub.n_links == ref.n_links
+    for name in ("link_src", "link_dst", "cap_Bps", "line_Bps", "latency_s", "gpu_nodes"):
+        np.testing.assert_array_equal(getattr(sub, name), getattr(ref, name))
+    assert list(sub.tier) == list(ref.tier) and list(sub.node_kind) == list(ref.node_kind)
+
+
+def test_one_cached_pair_routes_as_in_a_batch() -> None:
+    """A single cached pair (a point-to-point send) gets the route a batch call returns."""
+    router = GraphIndex(build_graph(RAIL32), RAIL32, "H100").whole()
+    src, dst = np.array([0, 5, 9, 31]), np.array([17, 30, 2, 4])
+    batch = router.routes(src, dst)
+    for i in range(src.size):
+        one = router.routes(src[i : i + 1], dst[i : i + 1])
+        lo, hi = batch.ptr[i], batch.ptr[i + 1]
+        np.testing.assert_array_equal(one.ptr, [0, hi - lo])
+        np.testing.assert_array_equal(one.link, batch.link[lo:hi])
+        np.testing.assert_array_equal(one.weight, batch.weight[lo:hi])
+        assert one.latency_s[0] == batch.latency_s[i] and one.cap_Bps[0] == batch.cap_Bps[i]

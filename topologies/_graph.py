@@ -33,6 +33,21 @@ def add_link(
     g.add_edge(v, u, bw_gbps=bw_gbps, latency_ns=latency_ns, tier=tier)
 
 
+Link = tuple[str, str, float, float, str]
+"""(u, v, bw_gbps, latency_ns, tier): the arguments of :func:`add_link`."""
+
+
+def add_links(g: nx.DiGraph, links: Iterable[Link]) -> None:
+    """:func:`add_link` for each of ``links``, in order, in one networkx call (several times
+    faster than one call per edge on large fabrics; the same graph, edge order included)."""
+    g.add_edges_from(
+        edge
+        for u, v, bw_gbps, latency_ns, tier in links
+        for data in ({"bw_gbps": bw_gbps, "latency_ns": latency_ns, "tier": tier},)
+        for edge in ((u, v, data), (v, u, data))
+    )
+
+
 def add_switch(g: nx.DiGraph, name: str, kind: str, **attrs: Any) -> str:
     """A switch node of ``kind`` with its integer ``tier``; returns the name."""
     g.add_node(name, kind=kind, tier=SWITCH_TIER[kind], **attrs)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import networkx as nx
 
 from topologies._graph import (
-    add_link,
+    Link,
+    add_links,
     add_switch,
     check_choice,
     check_int,
@@ -36,14 +37,20 @@ def add_hosts(
     """Add ``hosts`` hosts, each its own NVLink domain, GPUs numbered host-major."""
     lat = latency_for(fabric)
     pcie_bw = pcie_bw_for(nic_bw_gbps)
+    links: list[Link] = []
     for h in range(hosts):
         nvsw = add_switch(g, f"h{h}/nvsw", "nvswitch", host=h, domain=h)
+        g.add_nodes_from(
+            node
+            for i in range(gpus_per_host)
+            for node in ((f"h{h}/gpu{i}", {"kind": "gpu", "gpu": h * gpus_per_host + i,
+                                            "host": h, "local": i, "domain": h}),
+                         (f"h{h}/nic{i}", {"kind": "nic", "host": h, "rail": i}))
+        )
         for i in range(gpus_per_host):
-            gpu, nic = f"h{h}/gpu{i}", f"h{h}/nic{i}"
-            g.add_node(gpu, kind="gpu", gpu=h * gpus_per_host + i, host=h, local=i, domain=h)
-            g.add_node(nic, kind="nic", host=h, rail=i)
-            add_link(g, gpu, nvsw, nvlink_bw_gbps, lat.nvlink_ns, "nvlink")
-            add_link(g, gpu, nic, pcie_bw, lat.pcie_ns, "pcie")
+            links.append((f"h{h}/gpu{i}", nvsw, nvlink_bw_gbps, lat.nvlink_ns, "nvlink"))
+            links.append((f"h{h}/gpu{i}", f"h{h}/nic{i}", pcie_bw, lat.pcie_ns, "pcie"))
+    add_links(g, links)
 
 
 def hgx_node(

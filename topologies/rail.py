@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import networkx as nx
 
 from topologies._graph import (
-    add_link,
+    Link,
+    add_links,
     add_switch,
     check_choice,
     check_int,
@@ -82,14 +83,15 @@ def add_rail_fabric(
     n_su = math.ceil(hosts / spec.hosts_per_su)
     sus_per_pod = spec.sus_per_pod or max(1, spec.spine_down_ports() // rails)
     up_bw: dict[str, float] = {}
+    links: list[Link] = []
     for su in range(n_su):
         members = range(su * spec.hosts_per_su, min(hosts, (su + 1) * spec.hosts_per_su))
         pod = {"pod": su // sus_per_pod} if spec.tiers == 3 else {}
         for r in range(rails):
             leaf = add_switch(g, f"leaf.r{r}.su{su}", "leaf", rail=r, su=su, **pod)
-            for h in members:
-                add_link(g, f"h{h}/nic{r}", leaf, nic_bw_gbps, lat.nic_ns, "nic")
+            links += [(f"h{h}/nic{r}", leaf, nic_bw_gbps, lat.nic_ns, "nic") for h in members]
             up_bw[leaf] = len(members) * nic_bw_gbps / spec.oversubscription
+    add_links(g, links)
     g.graph.update(sus=n_su, rails=rails, hosts_per_su=spec.hosts_per_su)
     if spec.tiers == 2:
         _two_tier(g, up_bw, spec, nic_bw_gbps, lat.leaf_spine_ns)
@@ -104,9 +106,8 @@ def _two_tier(
     up_ports = sum(ports(bw, port_bw) for bw in up_bw.values())
     n_spines = spec.spines or max(1, math.ceil(up_ports / spec.radix))
     spines = [add_switch(g, f"spine.{j}", "spine") for j in range(n_spines)]
-    for leaf, bw in up_bw.items():
-        for spine in spines:
-            add_link(g, leaf, spine, bw / n_spines, latency_ns, "leaf_spine")
+    add_links(g, [(leaf, spine, bw / n_spines, latency_ns, "leaf_spine")
+                  for leaf, bw in up_bw.items() for spine in spines])
     g.graph.update(spines=n_spines, pods=1, cores=0)
 
 
@@ -120,11 +121,12 @@ def _three_tier(
     pod_ports = max(sum(ports(up_bw[lf], port_bw) for lf in lvs) for lvs in by_pod.values())
     n_spines = spec.spines or max(1, math.ceil(pod_ports / spec.spine_down_ports()))
     spine_up: dict[tuple[int, int], float] = {}
+    links: list[Link] = []
     for pod, leaves in by_pod.items():
         for j in range(n_spines):
             spine = add_switch(g, f"spine.p{pod}.{j}", "spine", pod=pod, group=j)
-            for leaf in leaves:
-                add_link(g, leaf, spine, up_bw[leaf] / n_spines, latency_ns[0], "leaf_spine")
+            links += [(leaf, spine, up_bw[leaf] / n_spines, latency_ns[0], "leaf_spine")
+                      for leaf in leaves]
             down = sum(up_bw[leaf] for leaf in leaves) / n_spines
             spine_up[(pod, j)] = down / spec.spine_oversubscription
     up_ports = max(ports(bw, port_bw) for bw in spine_up.values())
@@ -132,10 +134,9 @@ def _three_tier(
     for j in range(n_spines):
         cores = [add_switch(g, f"core.{j * per_group + c}", "core", group=j)
                  for c in range(per_group)]
-        for pod in by_pod:
-            for core in cores:
-                add_link(g, f"spine.p{pod}.{j}", core, spine_up[(pod, j)] / per_group,
-                         latency_ns[1], "spine_core")
+        links += [(f"spine.p{pod}.{j}", core, spine_up[(pod, j)] / per_group, latency_ns[1],
+                   "spine_core") for pod in by_pod for core in cores]
+    add_links(g, links)
     g.graph.update(spines=n_spines * len(by_pod), spines_per_pod=n_spines, pods=len(by_pod),
                    sus_per_pod=sus_per_pod, cores=n_spines * per_group, cores_per_group=per_group)
 

@@ -7,6 +7,9 @@ their ``gpu`` attribute; everything MoE-shaped lives above the engine.
 
 An optional per-tier *achievable fraction* derates line rate to what
 collectives measure in practice (calibration constants live with the caller).
+
+:class:`LinkTable` reads a graph's links into arrays once, so that the fabric of any node
+subset (fast mode's sub-fabrics, :mod:`sim.step.subfabric`) is a few numpy calls.
 """
 
 from __future__ import annotations
@@ -76,27 +79,118 @@ def fabric_from_graph(
     line = np.array([_edge_attr(u, v, d, "bw_gbps") for u, v, d in edges]) * GB
     lat = np.array([_edge_attr(u, v, d, "latency_ns") for u, v, d in edges]) * 1e-9
     tier = np.array([str(d.get("tier", "link")) for _, _, d in edges], dtype=object)
-    frac = np.array([(achievable_fraction or {}).get(t, 1.0) for t in tier])
     gpus = sorted(
         (int(graph.nodes[n]["gpu"]), index[n]) for n in graph.nodes if kinds[index[n]] == "gpu"
     )
     if [g for g, _ in gpus] != list(range(len(gpus))):
         raise FabricError("gpu nodes must carry distinct 'gpu' indices 0..N-1")
-    link_index = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(src, dst, strict=True))}
+    return fabric_from_arrays(graph, names, kinds, src, dst, line, lat, tier,
+                              np.array([n for _, n in gpus], dtype=np.int64),
+                              achievable_fraction)
+
+
+def fabric_from_arrays(
+    graph: nx.DiGraph, names: tuple[str, ...], kinds: np.ndarray, src: np.ndarray,
+    dst: np.ndarray, line_Bps: np.ndarray, latency_s: np.ndarray, tier: np.ndarray,
+    gpu_nodes: np.ndarray, achievable_fraction: Mapping[str, float] | None = None,
+) -> Fabric:
+    """A :class:`Fabric` from checked arrays (:func:`fabric_from_graph`'s last step)."""
+    frac = np.array([(achievable_fraction or {}).get(t, 1.0) for t in tier])
+    link_index = {(a, b): i for i, (a, b) in enumerate(zip(src.tolist(), dst.tolist(),
+                                                           strict=True))}
     return Fabric(
         graph=graph,
         node_names=names,
         node_kind=kinds,
         link_src=src,
         link_dst=dst,
-        cap_Bps=line * frac,
-        line_Bps=line,
-        latency_s=lat,
+        cap_Bps=line_Bps * frac,
+        line_Bps=line_Bps,
+        latency_s=latency_s,
         tier=tier,
-        gpu_nodes=np.array([n for _, n in gpus], dtype=np.int64),
+        gpu_nodes=gpu_nodes,
         node_index={n: i for i, n in enumerate(names)},
         _link_index=link_index,
     )
+
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class LinkTable:
+    """A graph's nodes and directed links as arrays (``graph.nodes`` / ``graph.edges`` order),
+    read once, so that the fabric of any node subset is a few numpy calls (:meth:`fabric`).
+    As in :func:`fabric_from_graph`, link attributes are checked only for the links a fabric
+    takes."""
+
+    graph: nx.DiGraph
+    names: tuple[str, ...]
+    kinds: np.ndarray  # str per node
+    src: np.ndarray  # node index per link
+    dst: np.ndarray
+    attr: np.ndarray  # [link, (bw_gbps, latency_ns)], 0 where not an int or float
+    typed: np.ndarray  # [link, (bw_gbps, latency_ns)]: the attribute is an int or float
+    tier: np.ndarray  # str per link, "link" where absent
+    tier_key: np.ndarray  # str(the tier attribute) per link, "None" where absent
+
+    def within(self, keep: np.ndarray) -> np.ndarray:
+        """Ids (ascending) of the links between two nodes of the ``keep`` mask."""
+        return np.flatnonzero(keep[self.src] & keep[self.dst])
+
+    def fabric(self, keep: np.ndarray, gpu_nodes: np.ndarray,
+               achievable_fraction: Mapping[str, float] | None, graph: nx.DiGraph) -> Fabric:
+        """The fabric of the nodes in the ``keep`` mask and the links between them, in this
+        table's order; its GPU ``g`` is node ``gpu_nodes[g]`` (a node index of this table).
+        ``graph`` becomes :attr:`Fabric.graph`."""
+        links = self.within(keep)
+        if not links.size:
+            raise FabricError("fabric has no links")
+        self._check(links)
+        local, kept = np.cumsum(keep) - 1, np.flatnonzero(keep)
+        attr = self.attr[links]
+        return fabric_from_arrays(
+            graph, tuple(self.names[i] for i in kept.tolist()), self.kinds[kept],
+            local[self.src[links]], local[self.dst[links]], attr[:, 0] * GB, attr[:, 1] * 1e-9,
+            self.tier[links], local[gpu_nodes], achievable_fraction)
+
+    def _check(self, links: np.ndarray) -> None:
+        """Raise :func:`fabric_from_graph`'s error for the first bad bandwidth, then latency."""
+        attr = self.attr[links]
+        bad = ~self.typed[links] | (attr < 0)
+        bad[:, 0] |= attr[:, 0] == 0
+        for col, key in enumerate(("bw_gbps", "latency_ns")):
+            hit = np.flatnonzero(bad[:, col])
+            if hit.size:
+                nodes = list(self.graph.nodes)
+                u, v = nodes[self.src[links[hit[0]]]], nodes[self.dst[links[hit[0]]]]
+                _edge_attr(u, v, self.graph.edges[u, v], key)
+
+
+def link_table(graph: nx.DiGraph) -> LinkTable:
+    """Read ``graph`` into a :class:`LinkTable` (one pass over its edges)."""
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    rows = [(index[u], index[v], d.get("bw_gbps"), d.get("latency_ns"), d.get("tier", _ABSENT))
+            for u, nbrs in graph.adjacency() for v, d in nbrs.items()]
+    src, dst, bw, lat, tier = zip(*rows, strict=True) if rows else ((),) * 5
+    attr, typed = zip(*(_numbers(col) for col in (bw, lat)), strict=True)
+    return LinkTable(
+        graph=graph, names=tuple(str(n) for n in graph.nodes),
+        kinds=np.array([d.get("kind", "") for _, d in graph.nodes(data=True)], dtype=object),
+        src=np.array(src, dtype=np.int64), dst=np.array(dst, dtype=np.int64),
+        attr=np.stack(attr, axis=1), typed=np.stack(typed, axis=1),
+        tier=np.array(["link" if t is _ABSENT else str(t) for t in tier], dtype=object),
+        tier_key=np.array(["None" if t is _ABSENT else str(t) for t in tier], dtype=object),
+    )
+
+
+def _numbers(values: tuple[object, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(values as floats, 0 where not an int or float; which were)."""
+    if set(map(type, values)) <= {int, float}:
+        return np.array(values, dtype=np.float64), np.ones(len(values), dtype=bool)
+    typed = np.array([isinstance(x, int | float) for x in values], dtype=bool)
+    out = [float(x) if ok else 0.0 for x, ok in zip(values, typed, strict=True)]  # type: ignore[arg-type]
+    return np.array(out, dtype=np.float64), typed
 
 
 def _edge_attr(u: object, v: object, data: Mapping[str, object], key: str) -> float:

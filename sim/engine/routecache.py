@@ -2,7 +2,8 @@
 
 Rows are found by pair code ``src * n_gpus + dst`` in a sorted index (binary search), so a
 lookup of many pairs is a few numpy calls; missing pairs are built in one call, sorted by
-destination, and appended.
+destination, and appended. A dict from code to row serves one pair at a time (:meth:`row`:
+a point-to-point send's route, without the batch lookup's numpy calls).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ class RouteTable:
         self.cap_Bps = np.zeros(0)
         self._codes = np.zeros(0, dtype=np.int64)  # sorted
         self._code_row = np.zeros(0, dtype=np.int64)
+        self._row_of: dict[int, int] = {}  # the same, for one pair at a time
+
+    def row(self, src: int, dst: int) -> int | None:
+        """Row of the pair ``(src, dst)`` (GPU ids in range) if it is built, else None."""
+        return self._row_of.get(src * self.n_gpus + dst)
 
     def rows(self, src: np.ndarray, dst: np.ndarray, build: Builder) -> np.ndarray:
         """Row of every pair ``(src[i], dst[i])``, building the missing ones with ``build``."""
@@ -46,6 +52,7 @@ class RouteTable:
             links, weights = build(codes // self.n_gpus, codes % self.n_gpus)
             new_rows = self._append(links, weights)
             row[miss[order]] = new_rows
+            self._row_of.update(zip(codes.tolist(), new_rows.tolist(), strict=True))
             all_codes = np.concatenate((self._codes, codes))
             merge = np.argsort(all_codes, kind="stable")
             self._codes = all_codes[merge]

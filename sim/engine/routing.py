@@ -16,7 +16,8 @@ equal-cost path when ``dist[v] == dist[u] - 1``.
   weight is the fraction of the flow's bytes that crosses it.
 
 Routes are computed for all requested (source, destination) pairs at once (numpy over the
-pairs, a Python loop over hops only) and cached per pair.
+pairs, a Python loop over hops only) and cached per pair; a single cached pair (a
+point-to-point send) is looked up without numpy batch calls.
 
 A route is a list of (link, weight) pairs; ``RouteSet`` holds many in CSR form.
 """
@@ -70,6 +71,11 @@ class Router:
         src_gpu = np.asarray(src_gpu, dtype=np.int64)
         dst_gpu = np.asarray(dst_gpu, dtype=np.int64)
         n_gpu = self.fabric.n_gpus
+        if src_gpu.shape == dst_gpu.shape == (1,):  # a point-to-point send, usually cached
+            src, dst = int(src_gpu[0]), int(dst_gpu[0])
+            row = self._table.row(src, dst) if 0 <= min(src, dst) <= max(src, dst) < n_gpu else None
+            if row is not None:
+                return self._one(row)
         if src_gpu.size and (min(src_gpu.min(), dst_gpu.min()) < 0
                              or max(src_gpu.max(), dst_gpu.max()) >= n_gpu):
             raise FabricError(f"route asks for a GPU outside 0..{n_gpu - 1}")
@@ -82,6 +88,15 @@ class Router:
         return RouteSet(ptr=ptr, link=tab.link[rows, :width][valid],
                         weight=tab.weight[rows, :width][valid],
                         latency_s=tab.latency_s[rows], cap_Bps=tab.cap_Bps[rows])
+
+    def _one(self, row: int) -> RouteSet:
+        """The route of table row ``row`` (what :meth:`routes` returns for its pair)."""
+        tab = self._table
+        n = int(tab.length[row])
+        return RouteSet(ptr=np.array([0, n], dtype=np.int64), link=tab.link[row, :n].copy(),
+                        weight=tab.weight[row, :n].copy(),
+                        latency_s=tab.latency_s[row : row + 1].copy(),
+                        cap_Bps=tab.cap_Bps[row : row + 1].copy())
 
     # ----------------------------------------------------------- building
     def _build(self, srcs: np.ndarray, dsts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

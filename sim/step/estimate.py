@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from sim.step.subfabric import MappedRouter
+from sim.engine.routing import Router
 
 RingGroup = Callable[[str, int], tuple[int, ...]]
 """(ring kind "dp" or "edp", rank) -> the ring's ranks, in ring order."""
@@ -46,7 +46,7 @@ RingGroup = Callable[[str, int], tuple[int, ...]]
 class A2ATimer:
     """Link-load bound of one EP group's all-to-all, for any byte matrix and release offsets."""
 
-    def __init__(self, router: MappedRouter, gpus: np.ndarray) -> None:
+    def __init__(self, router: Router, gpus: np.ndarray) -> None:
         n = gpus.size
         src, dst = np.divmod(np.arange(n * n), n)
         off = src != dst
@@ -114,7 +114,7 @@ class HostRingTimer:
     """DP / EDP ring jobs of every rank on one host, queued per link (see module docstring);
     ``router`` must cover ``rp.ends``."""
 
-    def __init__(self, env: simpy.Environment, router: MappedRouter, rp: RingPairs) -> None:
+    def __init__(self, env: simpy.Environment, router: Router, rp: RingPairs) -> None:
         self.env = env
         self.members = rp.members
         n_links = router.fabric.n_links

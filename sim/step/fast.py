@@ -22,7 +22,8 @@ what the estimates count. ``routing_draws = R`` reuses the routing of the first 
 layers cyclically (a stationary router; drawing one routing costs about 0.1 s at EP64 with
 4096 tokens per rank); ``None`` draws every layer as full mode does.
 
-Wall time: 1.7 s for a 9,216-GPU moe-1t step (benchmarks/bench_step.py, command there).
+Wall time: 2.6-3.1 s (median of 5) for a 9,216-GPU moe-1t step on a shared 2-core machine
+(benchmarks/bench_step.py: command, history and where the time goes).
 
 Measured (tests/test_step_fast.py): 32 GPUs (rail, 8 hosts x 4 H100), mixtral-shaped 4
 layers, EP8 over 2 hosts, PP2, DP16, 3 micro-batches: fast 3.2 % below full (full 70.0 ms,
@@ -30,17 +31,17 @@ fast 67.7 ms; 2 micro-batches: 3.7 %); with host 3's gpu1-nic1 link at 25 % (a r
 that is not the representative): full +54 %, fast unchanged. The sub-fabric keeps D-mod-K
 routes identical, so the representative's own flows match full mode's.
 
-At scale the two modes part (bench_step.py: 1,024 GPUs, moe-1t cut to 16 layers, PP16 EP64
-DP64, 1 micro-batch: fast 0.967 s, full 1.293 s; 128 GPUs, 4 layers, PP2 EP64: fast 15-19 %
-below full). The backward of each stage is about 30 % slower in full mode at 1,024 GPUs
-(cause not traced; one candidate: the all-to-all estimate's release-offset gap,
-sim.step.estimate), and the DP
-all-gathers of the tail take 1.6-2.7x their alone time (traced). Replaying the same rings in the
-engine with the full run's per-rank start times (a few ms apart) reproduces that slowdown,
-and with equal start times it vanishes: a ring rank that falls behind sends its backlog of
-chunks as concurrent flows that share its link fairly, so every chunk of the backlog arrives
-late and the successor idles (NCCL sends chunks in order). Fast mode's FIFO ring model does
-not do that; which of the two is closer to a real ring is not measured here.
+At scale (2026-12-03, after ring collectives began sending one chunk at a time in step
+order, sim.collectives.ring): 128 GPUs, moe-1t cut to 4 layers, PP2 EP64 DP64, 2
+micro-batches: fast 553.1 ms, full 559.5 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16 EP64 DP64,
+1 micro-batch (bench_step.py --layers 16 --microbatches 1): fast 1.034 s, full 1.119 s
+(-7.6 %). Before that change the gaps were -23.7 % and -25 %: a full-mode ring rank that
+fell behind sent its backlog of chunks as concurrent flows sharing its link, so every chunk
+landed late and its successor idled (the DP all-gathers of the tail took 1.6-2.7x their
+alone time); NCCL sends a channel's chunks in order, as fast mode's FIFO ring model assumes.
+What remains of the gap at 1,024 GPUs is not traced (candidates: the all-to-all estimate's
+release offsets, sim.step.estimate; fair sharing between a DP and an EDP ring on one link,
+which the estimate queues FIFO: tests/test_step_fast.py).
 
 Not supported: expert-TP groups outside the pipeline (``etp`` other than 1 or ``tp``);
 the critical-path walk (its all-to-alls have no flows).
@@ -59,6 +60,7 @@ import simpy
 import sim.step.plan as plan_mod
 from sim.collectives.alltoall import AllToAll
 from sim.engine.network import FlowNetwork
+from sim.engine.routing import Router
 from sim.errors import ConfigError
 from sim.fabric_build import build_graph
 from sim.hardware import GpuSpec
@@ -114,30 +116,49 @@ class FastState(StepState):
     host_rings: dict[int, RingPairs] = field(default_factory=dict)
     a2a_timing: dict[tuple[int, int, str], tuple[np.ndarray, float]] = field(
         default_factory=dict)  # (group, layer, phase) -> (release offsets, end)
+    group_gpus: dict[int, np.ndarray] = field(default_factory=dict)  # EP group (1st rank) -> GPUs
+    release_s: dict[tuple[int, str, int], np.ndarray] = field(default_factory=dict)  # _offsets
 
     def all_to_all(self, rank: int, layer: LayerPlan, mb: int, phase: str) -> AllToAll:
         group = self.ep_group[rank]
         key = (group[0], layer.index, mb, phase)
-        if key not in self.a2a:
-            gpus = np.asarray(group, dtype=np.int64)
-            if group[0] not in self.a2a_timers:
-                router = self._host_router(rank)
-                if (router.local_of[gpus] < 0).any():  # another rep rank's group on the host:
-                    router = self.net.router  # the pipeline's sub-fabric holds every EP group
-                self.a2a_timers[group[0]] = A2ATimer(router, gpus)
-            timing = self.a2a_timing.get(key[:2] + key[3:])
-            if timing is None:
-                offsets = self._offsets(layer, phase, gpus)
-                timing = self.a2a_timing[key[:2] + key[3:]] = (
-                    offsets, self.a2a_timers[group[0]].time_s(layer.a2a_bytes[phase], offsets))
-            self.a2a[key] = FastAllToAll(self.net, gpus, layer.a2a_bytes[phase], len(self.a2a),
-                                         offsets_s=timing[0], end_s=timing[1])
-        return self.a2a[key]
+        a2a = self.a2a.get(key)
+        if a2a is None:
+            gpus = self.group_gpus.get(group[0])
+            if gpus is None:
+                gpus = self.group_gpus[group[0]] = np.asarray(group, dtype=np.int64)
+            offsets, end_s = self._a2a_time(rank, gpus, layer, phase)
+            a2a = self.a2a[key] = FastAllToAll(self.net, gpus, layer.a2a_bytes[phase],
+                                               len(self.a2a), offsets_s=offsets, end_s=end_s)
+        return a2a
+
+    def _a2a_time(self, rank: int, gpus: np.ndarray, layer: LayerPlan, phase: str
+                  ) -> tuple[np.ndarray, float]:
+        """(release offsets, end) of ``phase`` of ``layer`` in the EP group ``gpus``."""
+        key = (int(gpus[0]), layer.index, phase)
+        timing = self.a2a_timing.get(key)
+        if timing is None:
+            timer = self.a2a_timers.get(key[0])
+            if timer is None:
+                host = self._host_router(rank)
+                # another rep rank's group on the host: the pipeline's sub-fabric holds them all
+                router: Router = host if (host.local_of[gpus] >= 0).all() else self.net.router
+                timer = self.a2a_timers[key[0]] = A2ATimer(router, gpus)
+            offsets = self._offsets(layer, phase, gpus)
+            timing = self.a2a_timing[key] = (offsets,
+                                             timer.time_s(layer.a2a_bytes[phase], offsets))
+        return timing
 
     def _offsets(self, layer: LayerPlan, phase: str, gpus: np.ndarray) -> np.ndarray:
+        """Members' release offsets (one array per group, phase and cost table: MoE layers
+        that share their costs, as under ``routing_draws``, share it)."""
         if phase not in RELEASE or layer.moe is None:
             return np.zeros(gpus.size)
-        return np.asarray(getattr(layer.moe, RELEASE[phase]), dtype=float) * self.slowdown[gpus]
+        key = (int(gpus[0]), phase, id(layer.moe))  # the plan keeps layer.moe alive
+        if key not in self.release_s:
+            per_rank = np.asarray(getattr(layer.moe, RELEASE[phase]), dtype=float)
+            self.release_s[key] = per_rank * self.slowdown[gpus]
+        return self.release_s[key]
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
         host = self.index.host_of(rank)

@@ -109,32 +109,37 @@ def _a2a_bytes(spec: StepSpec, routing: RoutingResult) -> dict[str, np.ndarray]:
     }
 
 
-def _dense_layer(gpu: GpuSpec, shape: LayerShape, index: int) -> LayerPlan:
+def _dense_layer(gpu: GpuSpec, shape: LayerShape, index: int,
+                 core_s: tuple[float, float]) -> LayerPlan:
     ffn = shape.model.intermediate_size
     ffn_fwd, ffn_bwd = ffn_s(shape, gpu, ffn, 1.0, False), ffn_s(shape, gpu, ffn, 1.0, True)
     return LayerPlan(
         index, None, {},
         attention_block_s(shape, gpu, 1.0, False) + ffn_fwd,
         attention_block_s(shape, gpu, 1.0, True) + ffn_bwd,
-        ffn_fwd, ffn_bwd,
-        attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True),
+        ffn_fwd, ffn_bwd, *core_s,
     )
 
 
-def _moe_layer(spec: StepSpec, gpu: GpuSpec, shape: LayerShape, index: int) -> LayerPlan:
+def _moe_layer(spec: StepSpec, gpu: GpuSpec, shape: LayerShape, index: int,
+               core_s: tuple[float, float], shared_s: tuple[float, float]) -> LayerPlan:
     routing = route_layer(spec, index)
     costs = layer_costs(shape, gpu, routing, np.ones(spec.layout.ep))
-    model = spec.model
-    shared = model.shared_expert_intermediate_size * model.n_shared_experts
-    sharded = shape.tp > 1 and shared > 0  # else inside costs.experts_* (tp = 1)
     a2a = _a2a_bytes(spec, routing)
     return LayerPlan(
-        index, costs, a2a, 0.0, 0.0,
-        ffn_s(shape, gpu, shared, 1.0, False) if sharded else 0.0,
-        ffn_s(shape, gpu, shared, 1.0, True) if sharded else 0.0,
-        attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True),
+        index, costs, a2a, 0.0, 0.0, *shared_s, *core_s,
         _etp_bytes(a2a, spec.layout.etp) if spec.layout.etp > 1 else None,
     )
+
+
+def _shared_experts_s(spec: StepSpec, gpu: GpuSpec, shape: LayerShape) -> tuple[float, float]:
+    """(forward, backward) of the TP-sharded shared experts of a MoE layer; (0, 0) with tp = 1
+    (then they are inside ``costs.experts_*``) or none."""
+    model = spec.model
+    shared = model.shared_expert_intermediate_size * model.n_shared_experts
+    if shape.tp == 1 or shared <= 0:
+        return 0.0, 0.0
+    return ffn_s(shape, gpu, shared, 1.0, False), ffn_s(shape, gpu, shared, 1.0, True)
 
 
 def _etp_bytes(a2a: dict[str, np.ndarray], etp: int) -> dict[str, np.ndarray]:
@@ -187,8 +192,11 @@ def build_plan(spec: StepSpec) -> StepPlan:
     gpu = get_gpu(spec.gpu)
     model, m, lay = spec.model, spec.tokens_per_microbatch, spec.layout
     shape = LayerShape(model, m, spec.seq_len, tp=lay.tp, cp=lay.cp, etp=lay.etp)
+    core = attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True)
+    shared = _shared_experts_s(spec, gpu, shape)
     layers = [
-        _moe_layer(spec, gpu, shape, i) if model.moe_layers[i] else _dense_layer(gpu, shape, i)
+        _moe_layer(spec, gpu, shape, i, core, shared) if model.moe_layers[i]
+        else _dense_layer(gpu, shape, i, core)
         for i in range(model.num_layers)
     ]
     chunks = chunk_layers(spec.layout, model.num_layers)

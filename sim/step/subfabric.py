@@ -13,19 +13,28 @@ as on the whole fabric (tested). ``ecmp`` hashes node indices, so it draws diffe
 valid) next hops. GPUs are renumbered ``0..k-1`` in global order; :class:`MappedRouter`
 takes global GPU ids. Fabrics without ``host`` attributes, other switch kinds, or PXN routing
 (its proxy is computed from global ids) fall back to the whole fabric.
+
+A sub-fabric is cut from arrays, not built as a networkx subgraph: the whole graph's links
+are read once (:class:`sim.engine.fabric.LinkTable`, 0.1-0.2 s at 9,216 GPUs), the climb is
+numpy over (GPU, switch) pairs, and the kept links are a mask of the table (same order as the
+induced subgraph's, tested). Measured at 9,216 GPUs (shared 2-core machine): 3-6 ms per
+sub-fabric of 100-700 nodes, where the subgraph route took 17-85 ms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 import networkx as nx
 import numpy as np
 
+from sim.engine.fabric import LinkTable, link_table
 from sim.engine.pxn import PxnRouter
 from sim.engine.routing import Router, RouteSet
-from sim.fabric_build import fabric_for
+from sim.fabric_build import derating, fabric_for
 from sim.scenario.schema import FabricSpec
 
 TIER = {"leaf": 1, "spine": 2, "core": 3}
@@ -48,7 +57,8 @@ class MappedRouter(Router):
 
 @dataclass
 class GraphIndex:
-    """One pass over a whole fabric graph: node order, host -> nodes, GPU id -> node."""
+    """One pass over a whole fabric graph: node order, host -> nodes, GPU id -> node, and (on
+    the first sub-fabric) its links as arrays (:class:`sim.engine.fabric.LinkTable`)."""
 
     graph: nx.DiGraph
     spec: FabricSpec
@@ -59,43 +69,51 @@ class GraphIndex:
         self.host_nodes: dict[int, list[str]] = {}
         self.gpu_node: dict[int, str] = {}
         self.prunable = not self.spec.pxn
+        self._gpu_nodes = 0  # nodes of kind gpu (more than gpu_node: duplicate ids)
+        tier, host = [], []  # per node: TIER (0 below the leaves), host (None: no host)
         for i, (n, d) in enumerate(self.graph.nodes(data=True)):
             self.order[n] = i
-            if "host" in d:
-                self.host_nodes.setdefault(int(d["host"]), []).append(n)
-            elif d.get("kind") not in TIER:
-                self.prunable = False
-            if d.get("kind") == "gpu":
-                self.gpu_node[int(d["gpu"])] = n
-                self.prunable &= "host" in d
+            tier.append(TIER.get(str(d.get("kind")), 0))
+            host.append(int(d["host"]) if "host" in d else None)
+            self._add_node(n, d)
         self.n_gpus = len(self.gpu_node)
+        self.node_tier = np.array(tier, dtype=np.int64)
+        self.has_host = np.array([h is not None for h in host], dtype=bool)
+        self.node_host = np.array([0 if h is None else h for h in host], dtype=np.int64)
+        self.prunable &= self._gpu_nodes == self.n_gpus  # duplicate ids: whole() reports them
         self._whole: MappedRouter | None = None
-        self._above: dict[str, frozenset[str]] = {}
+
+    def _add_node(self, n: str, d: Mapping[str, Any]) -> None:
+        """Index node ``n`` (attributes ``d``); a node outside hosts and TIER, or a GPU outside
+        hosts, makes the fabric not prunable."""
+        if "host" in d:
+            self.host_nodes.setdefault(int(d["host"]), []).append(n)
+        elif d.get("kind") not in TIER:
+            self.prunable = False
+        if d.get("kind") == "gpu":
+            self.gpu_node[int(d["gpu"])] = n
+            self.prunable &= "host" in d
+            self._gpu_nodes += 1
 
     def host_of(self, gpu: int) -> int:
         """The host of GPU ``gpu`` (the GPU itself on a fabric without hosts)."""
         return int(self.graph.nodes[self.gpu_node[gpu]].get("host", -1 - gpu))
 
     def router(self, gpus: Iterable[int]) -> MappedRouter:
-        """A router over the sub-fabric of ``gpus``' hosts (global GPU ids)."""
+        """A router over the sub-fabric of ``gpus``' hosts (global GPU ids). Its
+        :attr:`Fabric.graph` is a view of the whole graph (GPU nodes keep their global ``gpu``
+        attribute; the sub-fabric numbers its GPUs 0..k-1 in global order)."""
         if not self.prunable:
             return self.whole()
         keep = self._closure(sorted(set(gpus)))
-        names = sorted(keep, key=self.order.__getitem__)
-        sub = nx.DiGraph(**self.graph.graph)
-        gpu_ids = sorted(int(self.graph.nodes[n]["gpu"]) for n in names
-                         if self.graph.nodes[n].get("kind") == "gpu")
-        local = {g: i for i, g in enumerate(gpu_ids)}
-        for n in names:
-            attrs = dict(self.graph.nodes[n])
-            if attrs.get("kind") == "gpu":
-                attrs["gpu"] = local[int(attrs["gpu"])]
-            sub.add_node(n, **attrs)
-        adj = self.graph.adj
-        sub.add_edges_from((u, v, d) for u in names for v, d in adj[u].items() if v in keep)
+        gpu_ids = np.sort(self._gpu_of[keep & (self._gpu_of >= 0)])
         local_of = np.full(self.n_gpus, -1, dtype=np.int64)
-        local_of[gpu_ids] = np.arange(len(gpu_ids))
-        fabric = fabric_for(sub, self.gpu, self.spec.derate)
+        local_of[gpu_ids] = np.arange(gpu_ids.size)
+        table = self._table
+        tiers = set(table.tier_key[table.within(keep)].tolist())
+        view = self.graph.subgraph(table.names[i] for i in np.flatnonzero(keep).tolist())
+        fabric = table.fabric(keep, self._gpu_index[gpu_ids],
+                              derating(tiers, self.graph, self.gpu, self.spec.derate), view)
         return MappedRouter(Router(fabric, self.spec.multipath), local_of)
 
     def whole(self) -> MappedRouter:
@@ -106,33 +124,76 @@ class GraphIndex:
             self._whole = MappedRouter(inner, np.arange(self.n_gpus, dtype=np.int64))
         return self._whole
 
-    def _closure(self, gpus: list[int]) -> set[str]:
-        """The GPUs' hosts' nodes and the switches above them, tier by tier, up to the lowest
-        tier at which every two GPUs on different hosts have a common ancestor (shortest
-        paths between them climb no higher)."""
-        graph, nodes = self.graph, self.graph.nodes
-        hosts = [self.host_of(g) for g in gpus]
-        keep = {n for h in set(hosts) for n in self.host_nodes[h]}
-        frontier = [{v for v in graph.successors(self.gpu_node[g]) if nodes[v].get("kind") != "gpu"}
-                    for g in gpus]
+    @cached_property
+    def _table(self) -> LinkTable:
+        return link_table(self.graph)
+
+    @cached_property
+    def _gpu_index(self) -> np.ndarray:
+        """Node index of each GPU id."""
+        return np.array([self.order[self.gpu_node[g]] for g in range(self.n_gpus)],
+                        dtype=np.int64)
+
+    @cached_property
+    def _gpu_of(self) -> np.ndarray:
+        """GPU id of each node, -1 for other nodes."""
+        out = np.full(len(self.order), -1, dtype=np.int64)
+        out[self._gpu_index] = np.arange(self.n_gpus)
+        return out
+
+    @cached_property
+    def _succ(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every link, grouped by source node (:func:`_csr`)."""
+        return _csr(self._table.src, self._table.dst, len(self.order))
+
+    @cached_property
+    def _up(self) -> tuple[np.ndarray, np.ndarray]:
+        """The links to a higher tier, grouped by source node (:func:`_csr`)."""
+        src, dst = self._table.src, self._table.dst
+        up = self.node_tier[dst] > self.node_tier[src]
+        return _csr(src[up], dst[up], len(self.order))
+
+    def _closure(self, gpus: list[int]) -> np.ndarray:
+        """Mask of the GPUs' hosts' nodes and the switches above them, tier by tier, up to the
+        lowest tier at which every two GPUs on different hosts have a common ancestor
+        (shortest paths between them climb no higher)."""
+        start = self._gpu_index[np.asarray(gpus, dtype=np.int64)]
+        hosts = self.node_host[start]
+        keep = np.isin(self.node_host, hosts) & self.has_host
+        member, node = _expand(np.arange(start.size), start, *self._succ)
+        member, node = member[self._gpu_of[node] < 0], node[self._gpu_of[node] < 0]
         cross = np.not_equal.outer(hosts, hosts)
         met = np.zeros_like(cross)
-        while any(frontier) and not met[cross].all():
-            above: dict[str, list[int]] = {}
-            for i, front in enumerate(frontier):
-                up = set().union(*(self._up(u) for u in front))
-                frontier[i] = up
-                for v in up:
-                    above.setdefault(v, []).append(i)
-            for members in above.values():
-                met[np.ix_(members, members)] = True
-            keep |= set(above)
+        while node.size and not met[cross].all():
+            member, node = _expand(member, node, *self._up)
+            code = _distinct(member * len(self.order) + node)
+            member, node = np.divmod(code, len(self.order))
+            above = _distinct(node)
+            shared = np.zeros((start.size, above.size), dtype=bool)
+            shared[member, np.searchsorted(above, node)] = True
+            met |= shared @ shared.T  # bool matmul: no BLAS threads for a tiny product
+            keep[above] = True
         return keep
 
-    def _up(self, u: str) -> frozenset[str]:
-        """Neighbours of ``u`` in a higher tier (cached)."""
-        if u not in self._above:
-            nodes, tier = self.graph.nodes, TIER.get(self.graph.nodes[u].get("kind"), 0)
-            self._above[u] = frozenset(v for v in self.graph.successors(u)
-                                       if TIER.get(nodes[v].get("kind"), 0) > tier)
-        return self._above[u]
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct ``values``, sorted (np.unique without its per-call overhead)."""
+    out = np.sort(values)
+    return out[np.concatenate(([True], out[1:] != out[:-1]))] if out.size else out
+
+
+def _csr(src: np.ndarray, dst: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Links ``src -> dst`` grouped by source node: (``seg``, n_nodes + 1 offsets; the heads),
+    node u's heads being ``heads[seg[u]:seg[u + 1]]``."""
+    order = np.argsort(src, kind="stable")
+    seg = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=n_nodes))))
+    return seg, dst[order]
+
+
+def _expand(owner: np.ndarray, node: np.ndarray, seg: np.ndarray, head: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Every (owner, head of a link out of node) for the pairs (``owner[i]``, ``node[i]``)."""
+    count = seg[node + 1] - seg[node]
+    at = np.repeat(np.arange(node.size), count)
+    pos = np.arange(at.size) - np.repeat(np.cumsum(count) - count, count) + seg[node][at]
+    return owner[at], head[pos]
