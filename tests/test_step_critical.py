@@ -8,9 +8,9 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
+from test_step import _spec  # the same small Mixtral-shaped steps
 
 from sim.layout import ParallelLayout
-from sim.model import ModelConfig, get_model
 from sim.router import RouterConfig
 from sim.scenario.schema import FabricSpec
 from sim.step import StepSpec, simulate_step
@@ -18,22 +18,9 @@ from sim.step.critical import PATH_CATEGORIES, CriticalPath, critical_path
 from sim.step.plan import route_layer
 from sim.step.state import CATEGORIES, StepState
 
-SEQ = 1024
 RAIL2 = FabricSpec(preset="rail-h800-64", params=(("hosts", 2), ("gpu", "H100")),
                    multipath="dmodk", batch_window_rel=0.02)
 BALANCED = RouterConfig(kind="force_balanced")
-
-
-def _model(layers: int = 4) -> ModelConfig:
-    return dataclasses.replace(
-        get_model("mixtral-8x7b"), num_layers=layers, moe_layers=(True,) * layers
-    )
-
-
-def _spec(layout: ParallelLayout, **kw: object) -> StepSpec:
-    base: dict[str, object] = dict(model=_model(), layout=layout, seq_len=SEQ)
-    base.update(kw)
-    return StepSpec(**base)  # type: ignore[arg-type]
 
 
 def _walk(spec: StepSpec) -> tuple[StepState, CriticalPath]:

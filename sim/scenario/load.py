@@ -29,14 +29,20 @@ TOP_KEYS = [
 FABRIC_KEYS = ["preset", "params", "multipath", "batch_window_rel", "pxn", "derate", "faults"]
 
 
-def load_scenario_file(path: str | Path) -> Scenario:
-    """Parse ``path`` (YAML) into a scenario; any bad field raises ConfigError naming it."""
+def read_yaml_file(path: str | Path, what: str) -> object:
+    """The parsed YAML of ``path`` (safe loader: nothing in it is executed); an unreadable file
+    or bad YAML raises ConfigError (field: ``what``, or the path for a syntax error)."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        return yaml.safe_load(Path(path).read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), f"not valid YAML ({exc.__class__.__name__})") from exc
     except OSError as exc:
-        raise ConfigError("scenario", f"cannot read {path}: {exc.strerror}") from exc
+        raise ConfigError(what, f"cannot read {path}: {exc.strerror}") from exc
+
+
+def load_scenario_file(path: str | Path) -> Scenario:
+    """Parse ``path`` (YAML) into a scenario; any bad field raises ConfigError naming it."""
+    data = read_yaml_file(path, "scenario")
     return scenario_from_dict(data, default_name=Path(path).stem)
 
 

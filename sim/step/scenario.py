@@ -25,14 +25,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from sim.errors import ConfigError
 from sim.hardware import get_gpu
 from sim.layout import ParallelLayout
 from sim.router import RouterConfig
 from sim.scenario.fields import build_plain, check_keys, check_type
-from sim.scenario.load import fabric_from_dict, model_from_value, slow_gpus_from_dict
+from sim.scenario.load import (
+    fabric_from_dict,
+    model_from_value,
+    read_yaml_file,
+    slow_gpus_from_dict,
+)
 from sim.step.spec import DEFAULT_FABRIC, StepSpec
 
 MODES = ("full", "fast")
@@ -61,12 +64,7 @@ class StepScenario:
 
 def load_step_file(path: str | Path) -> StepScenario:
     """Parse ``path`` into a step scenario; a bad field raises ConfigError naming it."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), f"not valid YAML ({exc.__class__.__name__})") from exc
-    except OSError as exc:
-        raise ConfigError("step scenario", f"cannot read {path}: {exc.strerror}") from exc
+    data = read_yaml_file(path, "step scenario")
     return step_from_dict(data, default_name=Path(path).stem)
 
 
