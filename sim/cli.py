@@ -80,15 +80,15 @@ def run(
 @main.command("scenarios")
 def list_scenarios() -> None:
     """List the shipped scenarios."""
-    import yaml
-
     from scenarios import resolve, scenario_names
+    from sim.scenario.load import read_yaml_file
 
     for kind, title in (("", "moesim run"), ("steps", "moesim step")):
         click.echo(f"{title}:")
         for name in scenario_names(kind):
-            data = yaml.safe_load(resolve(name, kind).read_text()) or {}
-            click.echo(f"  {name:<20} {data.get('description', '')}")
+            data = read_yaml_file(resolve(name, kind), "scenario")
+            about = data.get("description", "") if isinstance(data, dict) else ""
+            click.echo(f"  {name:<20} {about}")
 
 
 @main.command()

@@ -100,6 +100,16 @@ class ParallelLayout:
         members = np.arange(self.world_size).reshape(shape)[tuple(index)]
         return tuple(int(r) for r in members)
 
+    def dense_dp_group(self, rank: int) -> tuple[int, ...]:
+        """Ranks holding the same dense parameters as ``rank``, sorted: its DP x CP group
+        (Megatron reduces dense gradients and shards the distributed optimizer over data *and*
+        context parallel ranks)."""
+        self._check_rank(rank)
+        shape, _ = self._grid("dp")
+        pp, _, _, tp = np.unravel_index(rank, shape)
+        members = np.arange(self.world_size).reshape(shape)[pp, :, :, tp]
+        return tuple(int(r) for r in np.sort(members, axis=None))
+
     def coords(self, rank: int) -> dict[str, int]:
         """Coordinates of ``rank`` in both grids: tp, cp, dp, pp, etp, ep, edp."""
         self._check_rank(rank)

@@ -29,8 +29,7 @@ def add_link(
     g: nx.DiGraph, u: str, v: str, bw_gbps: float, latency_ns: float, tier: str
 ) -> None:
     """One physical full-duplex link = two directed edges with the same attributes."""
-    g.add_edge(u, v, bw_gbps=bw_gbps, latency_ns=latency_ns, tier=tier)
-    g.add_edge(v, u, bw_gbps=bw_gbps, latency_ns=latency_ns, tier=tier)
+    add_links(g, ((u, v, bw_gbps, latency_ns, tier),))
 
 
 Link = tuple[str, str, float, float, str]

@@ -84,6 +84,11 @@ class RingCollective(RankStarted):
                 event.callbacks.append(self._on_arrival(r, s))
 
     # ---------------------------------------------------------------- API
+    @property
+    def step_groups(self) -> np.ndarray:
+        """Completion-group id of each (receiving rank, step): one flow each."""
+        return self._groups
+
     # ----------------------------------------------------------- internals
     def _on_start(self, rank: int) -> None:
         self._try_send(rank)

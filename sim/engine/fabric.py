@@ -68,25 +68,17 @@ def fabric_from_graph(
     graph: nx.DiGraph, achievable_fraction: Mapping[str, float] | None = None
 ) -> Fabric:
     """Index ``graph``'s links; derate each tier by ``achievable_fraction[tier]``."""
-    names = tuple(str(n) for n in graph.nodes)
-    index = {n: i for i, n in enumerate(graph.nodes)}
-    kinds = np.array([graph.nodes[n].get("kind", "") for n in graph.nodes], dtype=object)
-    edges = list(graph.edges(data=True))
-    if not edges:
+    table = link_table(graph)
+    links = np.arange(table.src.size)
+    if not links.size:
         raise FabricError("fabric has no links")
-    src = np.array([index[u] for u, _, _ in edges], dtype=np.int64)
-    dst = np.array([index[v] for _, v, _ in edges], dtype=np.int64)
-    line = np.array([_edge_attr(u, v, d, "bw_gbps") for u, v, d in edges]) * GB
-    lat = np.array([_edge_attr(u, v, d, "latency_ns") for u, v, d in edges]) * 1e-9
-    tier = np.array([str(d.get("tier", "link")) for _, _, d in edges], dtype=object)
-    gpus = sorted(
-        (int(graph.nodes[n]["gpu"]), index[n]) for n in graph.nodes if kinds[index[n]] == "gpu"
-    )
+    table.check(links)
+    gpus = sorted((int(graph.nodes[n]["gpu"]), i) for i, n in enumerate(graph.nodes)
+                  if table.kinds[i] == "gpu")
     if [g for g, _ in gpus] != list(range(len(gpus))):
         raise FabricError("gpu nodes must carry distinct 'gpu' indices 0..N-1")
-    return fabric_from_arrays(graph, names, kinds, src, dst, line, lat, tier,
-                              np.array([n for _, n in gpus], dtype=np.int64),
-                              achievable_fraction)
+    return table.build(links, np.ones(len(table.names), dtype=bool),
+                       np.array([n for _, n in gpus], dtype=np.int64), achievable_fraction, graph)
 
 
 def fabric_from_arrays(
@@ -146,7 +138,12 @@ class LinkTable:
         links = self.within(keep)
         if not links.size:
             raise FabricError("fabric has no links")
-        self._check(links)
+        self.check(links)
+        return self.build(links, keep, gpu_nodes, achievable_fraction, graph)
+
+    def build(self, links: np.ndarray, keep: np.ndarray, gpu_nodes: np.ndarray,
+              achievable_fraction: Mapping[str, float] | None, graph: nx.DiGraph) -> Fabric:
+        """:meth:`fabric` of ``links`` (those within ``keep``, already checked)."""
         local, kept = np.cumsum(keep) - 1, np.flatnonzero(keep)
         attr = self.attr[links]
         return fabric_from_arrays(
@@ -154,8 +151,9 @@ class LinkTable:
             local[self.src[links]], local[self.dst[links]], attr[:, 0] * GB, attr[:, 1] * 1e-9,
             self.tier[links], local[gpu_nodes], achievable_fraction)
 
-    def _check(self, links: np.ndarray) -> None:
-        """Raise :func:`fabric_from_graph`'s error for the first bad bandwidth, then latency."""
+    def check(self, links: np.ndarray) -> None:
+        """Raise :func:`_edge_attr`'s error for the first bad bandwidth of ``links``, then
+        latency."""
         attr = self.attr[links]
         bad = ~self.typed[links] | (attr < 0)
         bad[:, 0] |= attr[:, 0] == 0

@@ -72,7 +72,7 @@ class Releases:
     def _ring(self, ring: RingCollective) -> Release:
         if ring.n_steps == 0:
             return Release()
-        flows = self.st.net.groups.col["last_flow"][ring._groups]  # [receiver, step]: 1 flow
+        flows = self.st.net.groups.col["last_flow"][ring.step_groups]  # [receiver, step]: 1 flow
         first = np.roll(flows[:, 0], -1)  # member i's step-0 flow lands at member i + 1
         if (first < 0).any():
             return Release()

@@ -25,8 +25,9 @@ of ``(n - 1)`` back-to-back loads of its busiest link, ``n - 1`` dependent hops 
 host's ring sends: ``size / n / idle rate + latency``), and its links' FIFO drain.
 Interference with all-to-all traffic is not modelled. Measured against the engine (all DP and
 EDP rings of a stage started together, 32 GPUs, tests/test_step_fast.py): a ring alone within
-0.5 %; the EDP ring with the DP ring beside it within 0.4 %; the DP ring beside the EDP ring
-finishes 8-26 % too early (FIFO gives it the links first; the engine shares them fairly).
+1 %; the EDP ring with the DP ring beside it, and so the end of both, within 1 %; the DP ring
+beside the EDP ring ends about 2x too early (FIFO gives it the links first; the engine shares
+each link fairly between one in-flight chunk of each ring).
 """
 
 from __future__ import annotations

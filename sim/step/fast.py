@@ -72,6 +72,7 @@ from sim.step.run import StepResult, simulate_ranks, summarise
 from sim.step.spec import StepSpec
 from sim.step.state import CATEGORIES, StepState
 from sim.step.subfabric import GraphIndex, MappedRouter
+from sim.step.tpcp import dense_dp_group, group
 from sim.workload.costs import LayerCosts, LayerShape
 
 RELEASE = {"combine": "experts_fwd", "dispatch_bwd": "experts_bwd"}
@@ -120,13 +121,13 @@ class FastState(StepState):
     release_s: dict[tuple[int, str, int], np.ndarray] = field(default_factory=dict)  # _offsets
 
     def all_to_all(self, rank: int, layer: LayerPlan, mb: int, phase: str) -> AllToAll:
-        group = self.ep_group[rank]
-        key = (group[0], layer.index, mb, phase)
+        ep_ranks = self.ep_group[rank]
+        key = (ep_ranks[0], layer.index, mb, phase)
         a2a = self.a2a.get(key)
         if a2a is None:
-            gpus = self.group_gpus.get(group[0])
+            gpus = self.group_gpus.get(ep_ranks[0])
             if gpus is None:
-                gpus = self.group_gpus[group[0]] = np.asarray(group, dtype=np.int64)
+                gpus = self.group_gpus[ep_ranks[0]] = np.asarray(ep_ranks, dtype=np.int64)
             offsets, end_s = self._a2a_time(rank, gpus, layer, phase)
             a2a = self.a2a[key] = FastAllToAll(self.net, gpus, layer.a2a_bytes[phase],
                                                len(self.a2a), offsets_s=offsets, end_s=end_s)
@@ -184,13 +185,9 @@ class FastState(StepState):
                       and int(idx.graph.nodes[n]["gpu"]) < self.spec.layout.world_size)
 
     def _ring_group(self, kind: str, rank: int) -> tuple[int, ...]:
+        """The DP ring is the DP x CP group, as in full mode (:meth:`StepState.join_ring`)."""
         lay = self.spec.layout
-        if kind != "dp":
-            return lay.group_of(kind, rank)
-        c = self.coords[rank]  # the DP x CP group, as sim.step.tpcp.dense_dp_group, vectorised
-        dp, cp = np.meshgrid(np.arange(lay.dp), np.arange(lay.cp), indexing="ij")
-        ranks = c["tp"] + lay.tp * (cp + lay.cp * (dp + lay.dp * c["pp"]))
-        return tuple(int(r) for r in np.sort(ranks, axis=None))
+        return dense_dp_group(lay, rank) if kind == "dp" else group(lay, kind, rank)
 
 
 def representative_ranks(lay: ParallelLayout) -> list[int]:

@@ -36,9 +36,9 @@ from sim.scenario.load import (
     read_yaml_file,
     slow_gpus_from_dict,
 )
+from sim.step.run import MODES
 from sim.step.spec import DEFAULT_FABRIC, StepSpec
 
-MODES = ("full", "fast")
 TOP_KEYS = [
     "name", "description", "seed", "model", "gpu", "fabric", "layout", "schedule",
     "global_batch", "micro_batch_size", "seq_len", "router", "dispatch_dtype",

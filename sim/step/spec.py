@@ -31,6 +31,7 @@ DEFAULT_FABRIC = FabricSpec(preset="hgx-h100", multipath="dmodk", batch_window_r
 """D-mod-K routing (InfiniBand fat trees route by destination) and 2% finish batching, as the
 shipped scenarios use."""
 
+
 @dataclass(frozen=True)
 class StepSpec:
     """One training step of ``model`` on ``fabric`` under ``layout`` and ``schedule``.

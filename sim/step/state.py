@@ -19,7 +19,7 @@ from sim.engine.network import FlowNetwork
 from sim.schedule.ops import ScheduleOps
 from sim.step.plan import LayerPlan, StepPlan
 from sim.step.spec import GRAD_REDUCE_BYTES, StepSpec
-from sim.step.tpcp import dense_dp_group
+from sim.step.tpcp import dense_dp_group, group
 
 CATEGORIES = ("compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer",
               "cp_exposed")
@@ -89,11 +89,11 @@ class StepState:
         return self.mail[key]
 
     def all_to_all(self, rank: int, layer: LayerPlan, mb: int, phase: str) -> AllToAll:
-        group = self.ep_group[rank]
-        key = (group[0], layer.index, mb, phase)
+        ep_ranks = self.ep_group[rank]
+        key = (ep_ranks[0], layer.index, mb, phase)
         if key not in self.a2a:
             tag = len(self.a2a)
-            gpus = np.asarray(group, dtype=np.int64)
+            gpus = np.asarray(ep_ranks, dtype=np.int64)
             self.a2a[key] = AllToAll(self.net, gpus, layer.a2a_bytes[phase], tag)
         return self.a2a[key]
 
@@ -101,13 +101,13 @@ class StepState:
         """``rank`` joins ring collective ``kind`` (dp_rs, edp_rs, dp_ag, edp_ag) of ``item``
         over its DP or EDP group; the event fires when ``rank`` is done."""
         lay = self.spec.layout
-        group = (dense_dp_group(lay, rank) if kind.startswith("dp_")  # DP x CP ranks
-                 else lay.group_of(kind.split("_")[0], rank))
-        key = (kind, group[0], item)
+        members = (dense_dp_group(lay, rank) if kind.startswith("dp_")  # DP x CP ranks
+                   else group(lay, kind.split("_")[0], rank))
+        key = (kind, members[0], item)
         if key not in self.rings:
             make = ring_reduce_scatter if kind.endswith("rs") else ring_all_gather
-            self.rings[key] = make(self.net, group, size_bytes, start=False)
-        ring, local = self.rings[key], group.index(rank)
+            self.rings[key] = make(self.net, members, size_bytes, start=False)
+        ring, local = self.rings[key], members.index(rank)
         ring.start_rank(local)
         return ring.rank_done[local]
 

@@ -50,14 +50,8 @@ def group(lay: ParallelLayout, kind: str, rank: int) -> tuple[int, ...]:
 
 @lru_cache(maxsize=4096)
 def dense_dp_group(lay: ParallelLayout, rank: int) -> tuple[int, ...]:
-    """Ranks holding the same dense parameters as ``rank``: its DP x CP group (Megatron reduces
-    dense gradients and shards the distributed optimizer over data *and* context parallel
-    ranks)."""
-    c = lay.coords(rank)
-    return tuple(sorted(
-        lay.dense_rank(tp=c["tp"], cp=cp, dp=dp, pp=c["pp"])
-        for dp in range(lay.dp) for cp in range(lay.cp)
-    ))
+    """``lay.dense_dp_group(rank)`` (the DP x CP group), cached (the layout is frozen)."""
+    return lay.dense_dp_group(rank)
 
 
 def tp_collective(

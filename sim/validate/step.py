@@ -6,7 +6,8 @@ Here: dp = 64 / (tp x pp) = 16, so 256 / 16 = 16 micro-batches of one sequence p
 interleaved 1F1B with 8 virtual stages; the alltoall token dispatcher sends BF16 both ways
 (no deduplication of a token's two experts on the same rank: one copy per routed expert);
 uniform dropless routing (aux-loss balanced); 8 HGX H100 nodes on a rail-optimised fat tree
-(``rail-h100-64``).
+(``rail-h100-64``). The setting is the shipped step scenario
+``scenarios/steps/mixtral-64xh100.yaml``: what ``moesim step mixtral-64xh100`` runs.
 
 The published TFLOP/s is Megatron's own count divided by the measured step time. Its
 ``num_floating_point_operations`` of that era counted the attention core *without* the causal
@@ -19,21 +20,19 @@ that :func:`sim.step.run_step` reports.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
-from sim.layout import ParallelLayout
-from sim.model import ModelConfig, get_model
-from sim.router import RouterConfig
-from sim.scenario.schema import FabricSpec
+from scenarios import resolve
+from sim.model import ModelConfig
 from sim.step import StepResult, StepSpec, run_step
+from sim.step.scenario import load_step_file
 
 MEASURED_OVERPREDICTION = 605.7 / 468.0
 """Predicted / published TFLOP/s of this case as ``moesim validate`` printed it on 2026-12-03
 (+29.4 %). A record of the model's known error, not an input to it: tests/test_validate.py
 keeps it within 0.5 % of the live result, and reports quote it so a simulated step time is
 read as optimistic by about that much (:mod:`sim.plan.report`)."""
-
-MIXTRAL_FABRIC = FabricSpec(preset="rail-h100-64", multipath="dmodk", batch_window_rel=0.02)
 
 
 def megatron_v09_flops(model: ModelConfig, sequences: int, seq_len: int) -> float:
@@ -55,21 +54,10 @@ def megatron_v09_flops(model: ModelConfig, sequences: int, seq_len: int) -> floa
 
 
 def mixtral_spec(microbatches: int = 16) -> StepSpec:
-    """The Megatron-Core Mixtral 8x7B benchmark as a :class:`StepSpec`."""
-    return StepSpec(
-        model=get_model("mixtral-8x7b"),
-        layout=ParallelLayout(tp=1, pp=4, vpp=8, ep=8, dp=16),
-        gpu="H100",
-        fabric=MIXTRAL_FABRIC,
-        schedule="interleaved",
-        microbatches=microbatches,
-        micro_batch_size=1,
-        seq_len=4096,
-        router=RouterConfig(kind="uniform"),
-        dispatch_dtype="bf16",
-        combine_dtype="bf16",
-        dedup=False,
-    )
+    """The Megatron-Core Mixtral 8x7B benchmark: the shipped step scenario ``mixtral-64xh100``
+    (``moesim step mixtral-64xh100`` runs the same step) with ``microbatches`` per pipeline."""
+    spec = load_step_file(resolve("mixtral-64xh100", "steps")).spec
+    return replace(spec, microbatches=microbatches)
 
 
 @lru_cache(maxsize=2)

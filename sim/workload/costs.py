@@ -35,9 +35,8 @@ from sim.hardware import (
 from sim.model import ModelConfig
 from sim.model.accounting import attention_matmul_params
 from sim.router import RoutingResult
-from sim.workload.elementwise import with_elementwise
+from sim.workload.elementwise import BF16_BYTES, permute_bytes, with_elementwise
 
-BF16_BYTES = 2
 FP8_SCALE_GROUP = 128  # DeepEP FP8 dispatch: one fp32 scale per 128 elements
 WIRE_DTYPES = ("fp8", "bf16")
 
@@ -140,7 +139,7 @@ def router_s(shape: LayerShape, gpu: GpuSpec, slowdown: float) -> float:
     """Gate GEMM plus permuting the token copies into expert order."""
     m, h, model = shape.tokens_per_rank, shape.hidden, shape.model
     gate = gemm_time_s(gpu, m, model.n_routed_experts, h, "bf16", slowdown)
-    permute = memory_bound_time_s(gpu, 2.0 * m * model.top_k * h * BF16_BYTES, slowdown)
+    permute = memory_bound_time_s(gpu, permute_bytes(shape), slowdown)
     return float(gate + permute)
 
 
@@ -162,12 +161,9 @@ def experts_s(
     t: float = grouped(gpu, local_load, h, up_n, dt, slowdown) + grouped(
         gpu, local_load, ffn, h, dt, slowdown
     )
-    if model.n_shared_experts and shape.tp == 1:
+    if model.n_shared_experts and shape.tp == 1:  # tp = 1: on the rank's own tokens
         sffn = model.shared_expert_intermediate_size * model.n_shared_experts
-        dense = gemm_backward_time_s if backward else gemm_time_s
-        m = shape.tokens_per_rank
-        t += float(dense(gpu, m, (2 if model.gated_ffn else 1) * sffn, h, dt, slowdown))
-        t += float(dense(gpu, m, h, sffn, dt, slowdown))
+        t += ffn_s(shape, gpu, sffn, slowdown, backward)
     act = float(
         memory_bound_time_s(gpu, 3.0 * float(local_load.sum()) * ffn * BF16_BYTES, slowdown)
     )
@@ -176,8 +172,7 @@ def experts_s(
 
 def unpermute_s(shape: LayerShape, gpu: GpuSpec, slowdown: float) -> float:
     """Weighted sum of the returned token copies back into token order."""
-    m, h = shape.tokens_per_rank, shape.hidden
-    return float(memory_bound_time_s(gpu, 2.0 * m * shape.model.top_k * h * BF16_BYTES, slowdown))
+    return float(memory_bound_time_s(gpu, permute_bytes(shape), slowdown))
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from sim.hardware import GpuSpec, memory_bound_time_s
 if TYPE_CHECKING:
     from sim.workload.costs import LayerCosts, LayerShape
 
-BF16_BYTES = 2
+BF16_BYTES = 2  # what sim.workload.costs uses too (it imports this module)
 NORM_RESIDUAL_FWD_MISSING = 4.0
 """Elements per token x hidden not charged by costs.py forward: 10 m h inventory - 6 m h."""
 
