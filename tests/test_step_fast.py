@@ -69,6 +69,25 @@ def test_degraded_link_of_another_replica_slows_full_mode_only(
     assert run_fast_step(spec).step_time_s == pytest.approx(fast.step_time_s, rel=1e-12)
 
 
+@pytest.mark.parametrize("slow_rank", [None, 0, 1])
+def test_fused_moe_layers_time_as_their_events(healthy: tuple[StepResult, StepResult],
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               slow_rank: int | None) -> None:
+    """Fast mode runs each MoE layer as one timeout (sim.step.program._fused_moe); with the
+    fusion off every op and all-to-all is its own event again: the same step, booked alike
+    (a slow GPU included: the representative itself, rank 0, or a member of its EP group,
+    rank 1, whose late release delays the group's all-to-alls)."""
+    from sim.step.fast import FastState
+
+    spec = _spec() if slow_rank is None else _spec(slow_gpus=((slow_rank, 1.7),))
+    fused = healthy[1] if slow_rank is None else run_fast_step(spec)
+    monkeypatch.setattr(FastState, "analytic_a2a", False)
+    evented = run_fast_step(spec)
+    assert fused.step_time_s == pytest.approx(evented.step_time_s, rel=1e-12)
+    for k, v in evented.breakdown_s.items():
+        assert fused.breakdown_s[k] == pytest.approx(v, rel=1e-9, abs=1e-15)
+
+
 def test_representative_ranks_are_dp_zero() -> None:
     assert representative_ranks(LAYOUT) == [0, 16]
     lay = ParallelLayout(tp=2, pp=2, ep=4, dp=4)

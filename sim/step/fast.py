@@ -53,6 +53,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import simpy
@@ -132,6 +133,20 @@ class FastState(StepState):
             a2a = self.a2a[key] = FastAllToAll(self.net, gpus, layer.a2a_bytes[phase],
                                                len(self.a2a), offsets_s=offsets, end_s=end_s)
         return a2a
+
+    analytic_a2a: ClassVar[bool] = True
+
+    def a2a_arrival_s(self, rank: int, layer: LayerPlan, mb: int, phase: str,
+                      send_s: float) -> float:
+        """:meth:`FastAllToAll.send` and its wake-up without the events: ``rank``'s send at
+        ``send_s`` fixes the group's reference time (it is the group's one simulated member:
+        the layouts :func:`sim.step.program._fusable` admits)."""
+        ep_ranks = self.ep_group[rank]
+        gpus = self.group_gpus.get(ep_ranks[0])
+        if gpus is None:
+            gpus = self.group_gpus[ep_ranks[0]] = np.asarray(ep_ranks, dtype=np.int64)
+        offsets, end_s = self._a2a_time(rank, gpus, layer, phase)
+        return send_s - float(offsets[self.coords[rank]["ep"]]) + end_s
 
     def _a2a_time(self, rank: int, gpus: np.ndarray, layer: LayerPlan, phase: str
                   ) -> tuple[np.ndarray, float]:

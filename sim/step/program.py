@@ -130,8 +130,48 @@ def _attention(st: StepState, rank: int, layer: LayerPlan, key: tuple[object, ..
         yield from _compute(st, rank, after_s)
 
 
+def _fusable(st: StepState, rank: int, layer: LayerPlan) -> bool:
+    """Whether ``layer`` can run on ``rank`` as one timeout (:func:`_fused_moe`): a MoE layer
+    with nothing inside it that another process could see or change (no TP / CP / ETP
+    collectives, no TP-sharded FFN, one pass at a time) and all-to-alls whose arrival the
+    state can compute without events (:meth:`StepState.a2a_arrival_s`: fast mode)."""
+    lay = st.spec.layout
+    return (st.analytic_a2a and layer.moe is not None and lay.tp == 1 and lay.cp == 1
+            and layer.etp_bytes is None and not layer.ffn_fwd_s and not layer.ffn_bwd_s
+            and st.ledger[rank] is st.time_s_row[rank])
+
+
+def _fused_moe(st: StepState, rank: int, layer: LayerPlan, mb: int, backward: bool
+               ) -> Generated:
+    """The MoE layer of :func:`_layer_fwd` / :func:`_layer_bwd` as one timeout, for
+    :func:`_fusable` layers: the same steps in the same order, each booked as its events
+    would book it (spans are not recorded: the critical-path walk is full mode's)."""
+    e, c = st.coords[rank]["ep"], layer.moe
+    assert c is not None
+    steps: tuple[tuple[str, float], ...] = (
+        (("combine_bwd", 0.0), ("", float(c.experts_bwd[e])), ("dispatch_bwd", 0.0),
+         ("", float(c.attn_bwd[e]))) if backward else
+        (("", float(c.attn_fwd[e]) + float(c.router[e])), ("dispatch", 0.0),
+         ("", float(c.experts_fwd[e])), ("combine", 0.0), ("", float(c.unpermute[e]))))
+    row, slow, a2a = st.ledger[rank], float(st.slowdown[rank]), CATEGORIES.index("a2a_exposed")
+    t0 = t = st.env.now
+    for phase, time_s in steps:
+        if phase:
+            wait_s = max(st.a2a_arrival_s(rank, layer, mb, phase, t) - t, 0.0)
+            row[a2a] += (t + wait_s) - t
+            t += wait_s
+        else:
+            time_s *= slow
+            row[0] += time_s
+            t += time_s
+    yield st.env.timeout(t - t0)
+
+
 def _layer_fwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated:
     key = (layer.index, mb, "F")
+    if _fusable(st, rank, layer):
+        yield from _fused_moe(st, rank, layer, mb, backward=False)
+        return
     if layer.moe is None:
         yield from _attention(st, rank, layer, key, layer.dense_fwd_s - layer.ffn_fwd_s)
         yield from _tp_block(st, rank, (*key, "ffn"), layer.ffn_fwd_s)
@@ -150,6 +190,9 @@ def _layer_fwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated
 
 def _layer_bwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated:
     key = (layer.index, mb, "B")
+    if _fusable(st, rank, layer):
+        yield from _fused_moe(st, rank, layer, mb, backward=True)
+        return
     if layer.moe is None:
         yield from _tp_block(st, rank, (*key, "ffn"), layer.ffn_bwd_s)
         yield from _attention(st, rank, layer, key, layer.dense_bwd_s - layer.ffn_bwd_s)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import simpy
@@ -65,6 +66,7 @@ class StepState:
     ledger: list[np.ndarray] = field(init=False)  # [rank]: where its times are booked now
     time_s_row: list[np.ndarray] = field(init=False)  # [rank]: views of time_s
     gpu: list[simpy.Resource] = field(init=False)  # [rank]: its compute, for FB overlap
+    analytic_a2a: ClassVar[bool] = False  # a2a_arrival_s answers without events (fast mode)
 
     def __post_init__(self) -> None:
         lay = self.spec.layout
@@ -96,6 +98,13 @@ class StepState:
             gpus = np.asarray(ep_ranks, dtype=np.int64)
             self.a2a[key] = AllToAll(self.net, gpus, layer.a2a_bytes[phase], tag)
         return self.a2a[key]
+
+    def a2a_arrival_s(self, rank: int, layer: LayerPlan, mb: int, phase: str,
+                      send_s: float) -> float:
+        """When ``rank``'s all-to-all ``phase`` of (``layer``, ``mb``), sent at ``send_s``, has
+        all its bytes in, for states with ``analytic_a2a`` (and only when ``rank`` is the one
+        simulated member of its EP group); full mode times all-to-alls with flows instead."""
+        raise NotImplementedError("all-to-alls are flows here: use all_to_all()")
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
         """``rank`` joins ring collective ``kind`` (dp_rs, edp_rs, dp_ag, edp_ag) of ``item``

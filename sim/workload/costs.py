@@ -198,12 +198,18 @@ def layer_costs(
     def each(fn: object) -> np.ndarray:
         return np.array([fn(r) for r in range(n)])  # type: ignore[operator]
 
+    slow, which = np.unique(np.asarray(slowdown, dtype=float)[:n], return_inverse=True)
+
+    def per_slowdown(fn: object) -> np.ndarray:
+        """An op that costs the same on every rank of one slowdown: priced once per value."""
+        return np.array([fn(float(s)) for s in slow])[which]  # type: ignore[operator]
+
     costs = LayerCosts(
-        attn_fwd=each(lambda r: attention_block_s(shape, gpu, float(slowdown[r]), False)),
-        router=each(lambda r: router_s(shape, gpu, float(slowdown[r]))),
+        attn_fwd=per_slowdown(lambda s: attention_block_s(shape, gpu, s, False)),
+        router=per_slowdown(lambda s: router_s(shape, gpu, s)),
         experts_fwd=each(lambda r: experts_s(shape, gpu, per_rank[r], float(slowdown[r]), False)),
-        unpermute=each(lambda r: unpermute_s(shape, gpu, float(slowdown[r]))),
-        attn_bwd=each(lambda r: attention_block_s(shape, gpu, float(slowdown[r]), True)),
+        unpermute=per_slowdown(lambda s: unpermute_s(shape, gpu, s)),
+        attn_bwd=per_slowdown(lambda s: attention_block_s(shape, gpu, s, True)),
         experts_bwd=each(lambda r: experts_s(shape, gpu, per_rank[r], float(slowdown[r]), True)),
     )
     return with_elementwise(costs, shape, gpu, slowdown)  # rotary, permute bwd (see there)
