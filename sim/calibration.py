@@ -39,6 +39,50 @@ GEMM_TILE_N = 256
 GEMM_SPLIT_K_MIN = 256
 
 # --------------------------------------------------------------------------------------
+# Sustained tensor-core throughput (the board power limit)
+# --------------------------------------------------------------------------------------
+
+#: Sustained / burst throughput of tensor-core kernels on Hopper (H100, H800, H200: one
+#: GH100 die, 700 W). A training step is one long saturated run: its GEMMs hold the clock
+#: the power limit allows, not the boost clock a short benchmark catches. MAMF (the GEMM
+#: ceiling in :mod:`sim.hardware.gpus`) and the flash-attention figures below are such
+#: bursts. mamf-finder measures both regimes: "MSMF (Maximum Sustainable Matmul FLOPS) - the
+#: power-saturated, sustained rate that matches real training throughput". H200 BF16, all 8
+#: GPUs of the board computing, 5 rounds (n = 40): MSMF 698.6 TFLOP/s at 1405-1527 MHz,
+#: MAMF 823.9 in the same runs (stas00/ml-engineering ``compute/accelerator/benchmarks/
+#: README.md``, "What we measured: alone vs all-8 concurrent", the revision that added MSMF;
+#: torch 2.14.0.dev20260810+cu130). Applied to the H100 / H800 MAMF (same die and power limit;
+#: no H100 MSMF is published) and, as the same clock drop, to attention kernels.
+SUSTAINED_FRACTION_HOPPER = 698.6 / 823.9
+
+#: The same on Blackwell: B200 BF16 (1000 W), all 8 GPUs computing, n = 40: MSMF 1426.4,
+#: MAMF 1751.2 (same README and table, torch 2.13.0+cu130). GB200 (1200 W): no figure;
+#: assumption: as B200.
+SUSTAINED_FRACTION_BLACKWELL = 1426.4 / 1751.2
+
+SUSTAINED_FRACTION_BY_GPU: dict[str, float] = {
+    "H100": SUSTAINED_FRACTION_HOPPER,
+    "H800": SUSTAINED_FRACTION_HOPPER,
+    "H200": SUSTAINED_FRACTION_HOPPER,
+    "B200": SUSTAINED_FRACTION_BLACKWELL,
+    "GB200": SUSTAINED_FRACTION_BLACKWELL,
+}
+
+
+def sustained_fraction(gpu: str) -> float:
+    """Sustained / burst tensor-core throughput of GPU preset ``gpu`` (any case).
+
+    >>> round(sustained_fraction("h100"), 3)
+    0.848
+    """
+    key = gpu.upper()
+    if key not in SUSTAINED_FRACTION_BY_GPU:
+        allowed = ", ".join(SUSTAINED_FRACTION_BY_GPU)
+        raise ConfigError("gpu", f"unknown {gpu!r}; allowed: {allowed}")
+    return SUSTAINED_FRACTION_BY_GPU[key]
+
+
+# --------------------------------------------------------------------------------------
 # Kernel launch and memory
 # --------------------------------------------------------------------------------------
 
@@ -181,6 +225,10 @@ CONSTANTS: dict[str, CalibrationConstant] = dict(
         _row("GEMM_TILE_M", "rows", "assumption: common Hopper CTA tile 128x256"),
         _row("GEMM_TILE_N", "cols", "assumption: common Hopper CTA tile 128x256"),
         _row("GEMM_SPLIT_K_MIN", "elements", "assumption: 4 x BLK_K=64 (Stream-K, PPoPP'23)"),
+        _row("SUSTAINED_FRACTION_HOPPER", "x burst", "H200 BF16 8 GPUs busy: MSMF 698.6 / "
+             "MAMF 823.9 (stas00/ml-engineering benchmarks README, MSMF)"),
+        _row("SUSTAINED_FRACTION_BLACKWELL", "x burst", "B200 BF16 8 GPUs busy: MSMF 1426.4 / "
+             "MAMF 1751.2 (stas00/ml-engineering benchmarks README, MSMF)"),
         _row("KERNEL_LAUNCH_OVERHEAD_S", "s", "assumption: launch ~ microseconds (Modal GPU "
              "Glossary; CUDA Programming Guide 4.2)"),
         _row("HBM_ACHIEVABLE_FRACTION", "fraction", "H100 copy kernel 2.8 of 3.35 TB/s "

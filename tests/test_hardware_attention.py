@@ -11,6 +11,8 @@ from sim.errors import ConfigError
 from sim.hardware import B200, H100, attention_backward_time_s, attention_flops, attention_time_s
 
 LAUNCH_S = 3e-6
+HOPPER = 698.6 / 823.9  # sustained / burst: H200 MSMF / MAMF, all GPUs of the board busy
+BLACKWELL = 1426.4 / 1751.2  # B200, the same
 MLA: dict[str, Any] = {"n_heads": 128, "qk_head_dim": 192, "v_head_dim": 128}
 
 
@@ -21,13 +23,13 @@ def test_causal_flops_hand_value() -> None:
 
 
 def test_forward_time_hand_value() -> None:
-    expected = 687_194_767_360 / (989e12 * 0.60) + LAUNCH_S  # 1.161 ms
+    expected = 687_194_767_360 / (989e12 * 0.60 * HOPPER) + LAUNCH_S  # 1.369 ms
     t = attention_time_s(H100, tokens=4096, seq_len=4096, **MLA)
     assert t == pytest.approx(expected, rel=1e-12)
 
 
 def test_backward_time_hand_value() -> None:
-    expected = 2.5 * 687_194_767_360 / (2250e12 * 0.45) + LAUNCH_S
+    expected = 2.5 * 687_194_767_360 / (2250e12 * 0.45 * BLACKWELL) + LAUNCH_S
     t = attention_backward_time_s(B200, tokens=4096, seq_len=4096, **MLA)
     assert t == pytest.approx(expected, rel=1e-12)
 
@@ -35,7 +37,7 @@ def test_backward_time_hand_value() -> None:
 def test_attention_is_slower_than_a_gemm_of_equal_flops() -> None:
     flops = attention_flops(tokens=4096, seq_len=4096, **MLA)
     t = attention_time_s(H100, tokens=4096, seq_len=4096, **MLA)
-    assert t - LAUNCH_S > flops / 794.5e12
+    assert t - LAUNCH_S > flops / (794.5e12 * HOPPER)
 
 
 def test_tiny_attention_is_memory_or_overhead_bound() -> None:

@@ -56,3 +56,27 @@ def test_unknown_link_inputs_are_rejected(args: tuple[str, ...], field: str) -> 
         cal.link_achievable_fraction(*args)
     assert err.value.field == field
     assert "allowed:" in err.value.problem
+
+
+@pytest.mark.parametrize(
+    ("gpu", "expected"),
+    [("H100", 698.6 / 823.9), ("h800", 698.6 / 823.9), ("H200", 698.6 / 823.9),
+     ("B200", 1426.4 / 1751.2), ("GB200", 1426.4 / 1751.2)],
+)
+def test_sustained_fractions(gpu: str, expected: float) -> None:
+    """MSMF / MAMF of the same runs, every GPU of the board busy (sim.calibration)."""
+    assert cal.sustained_fraction(gpu) == pytest.approx(expected, rel=1e-15)
+    assert 0.8 < cal.sustained_fraction(gpu) < 0.9
+
+
+def test_every_preset_gpu_has_a_sustained_fraction() -> None:
+    from sim.hardware import GPUS
+
+    for name in GPUS:
+        assert 0 < cal.sustained_fraction(name) <= 1
+
+
+def test_unknown_gpu_has_no_sustained_fraction() -> None:
+    with pytest.raises(ConfigError) as err:
+        cal.sustained_fraction("MI300X")
+    assert err.value.field == "gpu" and "allowed:" in err.value.problem

@@ -23,20 +23,7 @@ def results() -> dict[str, CaseResult]:
     return {r.name: r for r in run_cases()}
 
 
-MIXTRAL_MISS = pytest.mark.xfail(
-    strict=True,
-    reason="known miss, issue 7 open: the simulated step gives 606 TFLOP/s per GPU against "
-    "the published 468 (+29.4%); the compute model runs GEMMs at their isolated-benchmark "
-    "ceiling (MAMF) and nothing yet accounts for the rest. Strict: passing fails the suite.",
-)
-"""The one case outside its tolerance. It still runs and still asserts the tolerance (a
-strict xfail: if the model is fixed, the unexpected pass fails the suite until this mark is
-removed); the table and ``moesim validate`` report it as FAIL."""
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(c.name, marks=MIXTRAL_MISS) if c.name == STEP else c.name
-             for c in CASES])
+@pytest.mark.parametrize("name", [c.name for c in CASES])
 def test_case_within_tolerance(results: dict[str, CaseResult], name: str) -> None:
     r = results[name]
     assert r.predicted is not None and r.error_pct is not None
@@ -102,7 +89,7 @@ def test_render_table_columns() -> None:
 
 def test_cli_table_and_exit_status() -> None:
     out = CliRunner().invoke(validate, ["--kind", "gemm"])
-    assert out.exit_code == 0 and "H100 BF16 GEMM" in out.output
+    assert out.exit_code == 0 and "H200 BF16 GEMM" in out.output
     out = CliRunner().invoke(validate, ["--kind", "params", "--kind", "checkpoint"])
     assert out.exit_code == 0 and "FAIL" not in out.output and "kimi-k2" in out.output
     assert "5 pass, 0 fail" in out.output

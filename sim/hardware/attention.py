@@ -9,7 +9,9 @@ mask skips half the pairs.) The backward costs ``ATTENTION_BWD_FLOPS_FACTOR`` (2
 that. Throughput is a constant fraction of the dense datasheet peak
 (``ATTENTION_FWD_EFFICIENCY`` / ``ATTENTION_BWD_EFFICIENCY``, sources in
 :mod:`sim.calibration`), lower than a GEMM's: softmax, masking and the online rescaling
-keep the tensor cores idle part of the time. It does not vary with sequence length, which
+keep the tensor cores idle part of the time. Those figures are short benchmark runs: like a
+GEMM's, the throughput is scaled by :func:`sim.calibration.sustained_fraction` to the clock
+the power limit holds through a training step. It does not vary with sequence length, which
 is optimistic for short sequences (below ~2k tokens).
 
 HBM traffic: each token's Q, K, V are read and O written once in the forward (K/V per
@@ -29,6 +31,7 @@ from sim.calibration import (
     ATTENTION_FWD_EFFICIENCY,
     HBM_ACHIEVABLE_FRACTION,
     KERNEL_LAUNCH_OVERHEAD_S,
+    sustained_fraction,
 )
 from sim.hardware._arrays import FloatArray, TimeS, check_slowdown, dim, shaped
 from sim.hardware.dtypes import check_dtype, input_bytes
@@ -59,7 +62,8 @@ def _heads(n_heads: int, qk_head_dim: int, v_head_dim: int) -> float:
 def _time_s(
     gpu: GpuSpec, flops: FloatArray, moved: FloatArray, dtype: str, efficiency: float
 ) -> FloatArray:
-    compute = flops / (gpu.peak_tflops(dtype) * TFLOPS * efficiency)
+    rate = gpu.peak_tflops(dtype) * TFLOPS * efficiency * sustained_fraction(gpu.name)
+    compute = flops / rate
     memory = moved / (gpu.hbm_bw_bytes_per_s * HBM_ACHIEVABLE_FRACTION)
     return np.where(flops > 0, np.maximum(compute, memory) + KERNEL_LAUNCH_OVERHEAD_S, 0.0)
 

@@ -10,13 +10,16 @@ kernel is launched, so no overhead is charged.
 
 The GEMM efficiency curve (constants in :mod:`sim.calibration`)::
 
-    efficiency(m, n, k) = (MAMF / peak) x row_use(m) x sm_fill(m, n, k)
+    efficiency(m, n, k) = (MAMF / peak) x sustained x row_use(m) x sm_fill(m, n, k)
     row_use(m)          = min(1, m / GEMM_MIN_ROWS)
     sm_fill             = min(1, max(P, U) / (U x sm_count))
     P = 2 x max(m, GEMM_MIN_ROWS) x n x k      (FLOPs the tensor cores actually run)
     U = 2 x GEMM_TILE_M x GEMM_TILE_N x GEMM_SPLIT_K_MIN   (smallest work unit of one SM)
 
-* Large shapes saturate at MAMF/peak, the best measured large-GEMM throughput.
+* Large shapes saturate at MAMF x sustained / peak: MAMF is the best measured large-GEMM
+  throughput of a short burst; ``sustained`` (:func:`sim.calibration.sustained_fraction`,
+  0.848 on Hopper) is what remains of it at the clock the board's power limit holds through
+  a training step (the measured MSMF / MAMF).
 * Few rows (few tokens): the MMA instruction still computes 64 rows, so ``row_use`` falls
   and the kernel soon becomes HBM-bound on reading the weights.
 * Small total work: split-K / stream-K decompositions spread a GEMM over the SMs down to
@@ -44,6 +47,7 @@ from sim.calibration import (
     GEMM_TILE_N,
     HBM_ACHIEVABLE_FRACTION,
     KERNEL_LAUNCH_OVERHEAD_S,
+    sustained_fraction,
 )
 from sim.errors import ConfigError
 from sim.hardware._arrays import FloatArray, TimeS, check_slowdown, dim, shaped
@@ -78,7 +82,7 @@ def _sm_fill(gpu: GpuSpec, padded_flops: FloatArray) -> FloatArray:
 def _compute_s(gpu: GpuSpec, padded_flops: FloatArray, dtype: str) -> FloatArray:
     """max(P, min(P, U) x sm) / MAMF: = P / (MAMF x sm_fill), written to stay monotone."""
     busy = np.maximum(padded_flops, np.minimum(padded_flops, UNIT_FLOPS) * gpu.sm_count)
-    return busy / (gpu.mamf_tflops(dtype) * TFLOPS)
+    return busy / (sustained_tflops(gpu, dtype) * TFLOPS)
 
 
 def _hbm_s(gpu: GpuSpec, bytes_moved: FloatArray) -> FloatArray:
@@ -95,6 +99,17 @@ def _kernel_s(
 # ---- public API ------------------------------------------------------------------------
 
 
+def sustained_tflops(gpu: GpuSpec, dtype: str = "bf16") -> float:
+    """The GEMM ceiling through a training step: MAMF x the sustained fraction of ``gpu``.
+
+    >>> from sim.hardware.gpus import H100
+    >>> round(sustained_tflops(H100), 1)
+    673.7
+    """
+    return gpu.mamf_tflops(dtype) * sustained_fraction(gpu.name)
+
+
+
 def gemm_flops(m: ArrayLike, n: ArrayLike, k: ArrayLike) -> TimeS:
     """2 m n k: the FLOPs of one GEMM (forward)."""
     return shaped(2.0 * dim("gemm.m", m) * dim("gemm.n", n) * dim("gemm.k", k))
@@ -108,7 +123,7 @@ def gemm_efficiency(
     m_, n_, k_ = dim("gemm.m", m), dim("gemm.n", n), dim("gemm.k", k)
     row_use = np.minimum(1.0, m_ / GEMM_MIN_ROWS)
     padded = 2.0 * _padded_rows(m_) * n_ * k_
-    eff = gpu.mamf_fraction(dtype) * row_use * _sm_fill(gpu, padded)
+    eff = sustained_tflops(gpu, dtype) / gpu.peak_tflops(dtype) * row_use * _sm_fill(gpu, padded)
     return shaped(np.where(padded > 0, eff, 0.0))
 
 
