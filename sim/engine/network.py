@@ -8,7 +8,9 @@ into a single solve, which runs at ``LATE`` priority, after every ordinary event
 of that instant. A solve re-computes only the flows whose rates the change can
 reach; the others keep their rates exactly.
 
-A flow's last byte arrives ``latency_s`` (its path latency) after it drains.
+A flow's last byte arrives ``latency_s`` (its path latency) after it drains. A flow that
+starts alone on an idle network is timed in closed form (:mod:`sim.engine.solo`) until
+another flow joins it.
 
 Finish batching (``batch_window_rel`` = eps > 0) trades exactness for fewer
 solves (:mod:`sim.engine.batching`): flows due to drain close together finish in
@@ -39,6 +41,7 @@ from sim.engine.flowtable import FLOW_COLUMNS, GROUP_COLUMNS, Columns, PairStore
 from sim.engine.linkstats import LinkStats
 from sim.engine.ratesolver import RateSolver
 from sim.engine.routing import Router
+from sim.engine.solo import Solo, alone, moved_bytes
 
 LATE = 2
 """SimPy priority of the network's own events: after URGENT (0) and NORMAL (1)."""
@@ -99,6 +102,8 @@ class FlowNetwork:
         self.groups = Columns(GROUP_COLUMNS, capacity=256)
         self._g_event: list[simpy.Event] = []
         self._g_drained: dict[int, simpy.Event] = {}  # groups someone waits to drain
+        self._solo: Solo | None = None  # a flow alone on the network (sim.engine.solo)
+        self._solo_token = 0
 
     # ---------------------------------------------------------------- API
     def expect(self, n_flows: int) -> tuple[int, simpy.Event]:
@@ -146,6 +151,10 @@ class FlowNetwork:
         net = ids[~local]
         if net.size:
             self._route(net)
+            if net.size == 1 and self._idle():
+                self._go_solo(int(net[0]))
+                return ids
+            self._materialize()
             self._pending.append(net)
             self._request_update()
         return ids
@@ -178,6 +187,9 @@ class FlowNetwork:
         self._update(self.env.now)
 
     def _update(self, now: float) -> None:
+        """Bring the flows to ``now`` (the current time, or a solo flow's start when it joins
+        the active set late: :meth:`_materialize`), finish the due ones, join the pending
+        ones, re-solve and plan the next wake-up."""
         act = self.active
         if now <= self._t_last and not self._pending and not self._due(now).any():
             return
@@ -193,7 +205,7 @@ class FlowNetwork:
             self._complete(ids, drain)
         act.plan_s[:] = np.nan
         n_old = act.n
-        self._join_pending()
+        self._join_pending(now)
         self._solve(now, n_old)
         self._plan(now)
 
@@ -231,7 +243,7 @@ class FlowNetwork:
         """Per link, how many of the flows ``ids`` cross it."""
         return np.bincount(self._pairs(ids)[0], minlength=self.fabric.n_links)
 
-    def _join_pending(self) -> None:
+    def _join_pending(self, now: float) -> None:
         if not self._pending:
             return
         new = np.concatenate(self._pending)
@@ -245,7 +257,7 @@ class FlowNetwork:
         fl = self.flows.col
         slinks, swts = self.active.add(new, fl["size_bytes"][new], fl["start_s"][new], links, wts)
         self.rates.enter(slinks, swts)
-        self._young[slinks] = self.env.now
+        self._young[slinks] = now
         self._young[-1] = -np.inf
         self._flows_on += np.bincount(link, minlength=self.fabric.n_links)
 
@@ -273,7 +285,61 @@ class FlowNetwork:
         cut = batching.batch_cut(now, left_s, act.start_s, act.links, self._young, self.eps)
         batch = left_s <= cut
         act.plan_s[batch] = now + left_s[batch]
-        _Late(self.env, float(left_s[batch].max()), self._on_event, self._gen)
+        wake_s = float(left_s[batch].max())
+        if now != self.env.now:  # a late join (_materialize): wake at now + wake_s
+            wake_s = now + wake_s - self.env.now
+        _Late(self.env, wake_s, self._on_event, self._gen)
+
+    # ------------------------------------------------ a flow alone (sim.engine.solo)
+    def _idle(self) -> bool:
+        return (self._solo is None and self.active.n == 0 and not self._pending
+                and self._flush_at != self.env.now)
+
+    def _go_solo(self, fid: int) -> None:
+        """Run flow ``fid`` alone: the rate and counters a solve would give, one wake-up."""
+        now, fl = self.env.now, self.flows.col
+        hops, wts, _ = self._pairs(np.array([fid]))
+        self._solo_token += 1
+        solo = alone(fid, now, float(fl["size_bytes"][fid]), hops, wts,
+                     self.active.solve_map, self._load_of, self.fabric.cap_Bps,
+                     self._solo_token)
+        self._solo = solo
+        fl["rate_Bps"][fid], fl["bottleneck"][fid] = solo.rate_Bps, solo.bottleneck
+        self._young[solo.solver_links] = now
+        self._flows_on += solo.count
+        self._load = solo.load_Bps
+        self.stats.sample(now, self._load, self._flows_on)
+        _Late(self.env, solo.size_bytes / solo.rate_Bps, self._solo_done, solo.token)
+
+    def _solo_done(self, event: simpy.events.Event) -> None:
+        solo = self._solo
+        if solo is None or event.value != solo.token:
+            return  # it joined the active set (_materialize)
+        now, fl = self.env.now, self.flows.col
+        dt = now - solo.t0_s
+        if dt > 0:
+            moved, _ = moved_bytes(solo, dt)
+            self.stats.interval(solo.t0_s, dt, moved, self._load)
+        self._t_last = now
+        fl["rem_bytes"][solo.fid] = 0.0
+        self._flows_on -= solo.count
+        self._solo = None
+        self._complete(np.array([solo.fid]), np.array([solo.t0_s + solo.size_bytes
+                                                       / solo.rate_Bps]))
+        self._load = np.zeros(self.fabric.n_links)
+        self.stats.sample(now, self._load, self._flows_on)
+        self._gen += 1
+
+    def _materialize(self) -> None:
+        """A solo flow joins the active set as of its start, as if it had joined then."""
+        solo = self._solo
+        if solo is None:
+            return
+        self._solo = None
+        self._flows_on -= solo.count
+        self._pending.append(np.array([solo.fid]))
+        if solo.t0_s < self.env.now:  # else it joins with the others of this instant
+            self._update(solo.t0_s)
 
     def _complete(self, ids: np.ndarray, drain_s: np.ndarray) -> None:
         fl = self.flows.col

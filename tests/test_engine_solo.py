@@ -1,0 +1,86 @@
+"""A flow alone on an idle network is timed in closed form (sim.engine.solo): the same
+times, rates and link counters as the rate-solver path, on random mixes of isolated and
+overlapping transfers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from sim.engine.fabric import fabric_from_graph
+from sim.engine.network import FlowNetwork
+from sim.engine.routing import Router
+from sim.fabric_build import build_graph
+from sim.scenario.schema import FabricSpec
+
+RAIL = FabricSpec(preset="rail-h800-64", params=(("hosts", 4), ("gpus_per_host", 4)))
+"""16 GPUs on 4 hosts: NVLink, PCIe-NIC relays (implied links) and a leaf/spine tier."""
+
+
+def _run(mode: str, eps: float, seed: int, solo: bool, monkeypatch: pytest.MonkeyPatch
+         ) -> FlowNetwork:
+    """Four processes, each sending 12 transfers of random size after random gaps: some
+    start alone, some on top of others (the gaps are of the order of a transfer)."""
+    with monkeypatch.context() as m:
+        if not solo:
+            m.setattr(FlowNetwork, "_idle", lambda self: False)
+        env = simpy.Environment()
+        net = FlowNetwork(env, Router(fabric_from_graph(build_graph(RAIL)), mode),
+                          batch_window_rel=eps)
+        rng = np.random.default_rng(seed)
+
+        def sender(src: int) -> simpy.events.ProcessGenerator:
+            for _ in range(12):
+                yield env.timeout(float(rng.exponential(1e-4)) * int(rng.integers(0, 2)))
+                dst = int(rng.integers(0, 16))
+                yield net.transfer(src, dst if dst != src else (src + 5) % 16,
+                                   float(rng.uniform(1e5, 2e6)))
+
+        for src in (0, 3, 6, 13):
+            env.process(sender(src))
+        env.run()
+        return net
+
+
+@pytest.mark.parametrize("mode", ["dmodk", "spray"])
+@pytest.mark.parametrize("eps", [0.0, 0.05])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_solo_path_matches_the_solver_path(mode: str, eps: float, seed: int,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = _run(mode, eps, seed, True, monkeypatch)
+    slow = _run(mode, eps, seed, False, monkeypatch)
+    assert fast.solves < slow.solves  # some transfers did run alone
+    for col in ("start_s", "drain_s", "finish_s", "rate_Bps", "size_bytes"):
+        np.testing.assert_allclose(fast.flows[col], slow.flows[col], rtol=1e-9, err_msg=col)
+    np.testing.assert_array_equal(fast.flows["bottleneck"], slow.flows["bottleneck"])
+    np.testing.assert_allclose(fast.stats.bytes, slow.stats.bytes, rtol=1e-9, atol=1e-3)
+    np.testing.assert_allclose(fast.stats.busy_s, slow.stats.busy_s, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(fast.stats.peak_util, slow.stats.peak_util, rtol=1e-12)
+    np.testing.assert_array_equal(fast.stats.peak_flows, slow.stats.peak_flows)
+    t_fast, u_fast = fast.stats.timeline()
+    t_slow, u_slow = slow.stats.timeline()
+    np.testing.assert_allclose(t_fast, t_slow, rtol=1e-9)
+    np.testing.assert_allclose(u_fast, u_slow, rtol=1e-6, atol=1e-9)
+
+
+def test_a_lone_flow_skips_the_solver_and_a_second_one_joins_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One transfer alone: no solve. A second one that starts while it runs: the first
+    joins the active set as of its start; both then share the link."""
+    env = simpy.Environment()
+    net = FlowNetwork(env, Router(fabric_from_graph(build_graph(RAIL)), "dmodk"))
+    first = net.transfer(0, 4, 1e6)
+    env.run(first)
+    assert net.solves == 0 and net.flows["rem_bytes"][0] == 0.0
+    t0 = env.now
+
+    def later() -> simpy.events.ProcessGenerator:
+        yield env.timeout(5e-6)
+        yield net.transfer(1, 4, 1e6)
+
+    env.process(later())
+    third = net.transfer(2, 4, 1e6)
+    env.run(third)
+    assert net.solves >= 1
+    assert net.flows["start_s"][1] == t0 and net.flows["start_s"][2] == t0 + 5e-6
