@@ -14,34 +14,31 @@ K2's 67M-token batch) rounded down to a multiple of dp; H800 HGX hosts on a rail
 Each repeat is a cold run (fabric, plan and routes rebuilt). ``--max-wall-s`` stops the
 full-mode run (SIGALRM) and reports how far it got.
 
-Measured on the 2-core dev machine (shared with other jobs, load average about 0.7):
+Measured on the 2-core dev machine. Its speed moves by about 2x through a day, so compare
+runs made back to back, not across the notes below.
 
-* fast, 9,216 GPUs (1,152 hosts, dp 576, 28 micro-batches), ``--routing-draws 1``
-  (default): 1.74 s median of 5 (first repeat of a process 2.0-2.5 s), step 8.535 s, MFU
-  0.174, measured before the TP/CP, critical-path and elementwise-kernel work merged.
-  After it (2026-12-03, fp32 gradient reduce-scatter: step 8.621 s, MFU 0.173) three runs of
-  5 gave medians 3.61, 4.20 and 4.59 s (min 2.96 s) while the same machine's
-  ``bench_alltoall.py --ranks 64`` moved between 0.30 and 0.52 s: noisy, but above the 2 s
-  target either way. Sub-fabrics cut from link arrays instead of networkx subgraphs, graph
-  edges added in bulk, cached single-pair routes and per-group all-to-all caches (same step,
-  8.621283003554717 s, bit for bit), measured back to back against the previous code on the
-  shared machine (load average about 1), median (min) of 5: 3.63 (3.47) -> 3.08 (2.85),
-  3.69 (3.55) -> 3.08 (3.06), 2.96 (2.79) -> 2.73 (2.62), 3.11 (3.09) -> 2.60 (2.51),
-  2.86 (2.78) -> 2.63 (2.59) s. Where the time goes now (one run, about 2.8 s): fabric graph
-  0.3 s (networkx), link arrays and the pipeline's sub-fabric 0.14 s, per-host sub-fabrics
-  0.12 s, the plan 0.27 s (expert costs and one routing draw), state 0.1 s, the SimPy run
-  (27 k events, 861 rate solves, A2A-timer routes about 0.25 s) 1.8 s: still above the 2 s
-  target. ``--routing-draws 4``: 2.3 s, step 8.554 s; ``0`` (all 60 MoE layers drawn, as
-  full mode): 22.6 s, step 8.544 s (both before this work). So reusing one draw moves the
-  step time by 0.1 %.
-* full, 1,024 GPUs, 61 layers, 1 micro-batch: not done after 240 s (``--max-wall-s
-  240``). ``--layers 16 --microbatches 1`` (15 MoE layers, about 1.2 M flows): 173-180 s,
-  step 1.293 s (fast mode on the same: 3.2 s wall, step 0.967 s). On 2026-12-03, with fp32
-  gradient reduce-scatters and in-order ring sends: 259 s wall (the machine shared with
-  another job), step 1.119 s; fast mode 0.78 s wall, step 1.034 s (-7.6 %, sim.step.fast).
-  Full mode grows with flows, about (MoE layers x micro-batches x 4 x
-  ep(ep - 1) per EP group) + the DP rings' ``(n - 1) n`` per item, so the default 16
-  micro-batches x 61 layers at 1,024 GPUs is about 60x the 16-layer run: hours.
+* fast, 9,216 GPUs (1,152 hosts, dp 576, 28 micro-batches), ``--routing-draws 1`` (default),
+  2026-12-03 (step 9.171 s, MFU 0.162: GEMMs and attention at the sustained, power-limited
+  rate, sim.calibration.sustained_fraction). Three back-to-back pairs against the code of that
+  morning (cbd4a32: step 8.621 s, burst GEMM rate): medians of 5 were 1.22 s -> 0.86 s,
+  1.22 -> 0.83 and 1.22 -> 0.82, a ratio of 0.68. The same cbd4a32 gave 2.69 s at 06:33 that
+  day on the same machine. Two changes did it:
+  - fast mode runs each MoE layer as one timeout, 27 k -> 9 k SimPy events
+    (sim.step.program._fused_moe);
+  - a pipeline send that starts on an idle network is timed in closed form, 841 -> 3 rate
+    solves (sim.engine.solo).
+  ``--routing-draws 4``: 2.3 s, step 8.554 s; ``0`` (all 60 MoE layers drawn, as full mode):
+  22.6 s, step 8.544 s (both measured earlier, on the older code). So reusing one draw moves
+  the step time by 0.1 %.
+* full, 1,024 GPUs, ``--layers 16 --microbatches 1`` (15 MoE layers, about 1.2 M flows):
+  98.5 s, step 1.176 s (fast mode on the same: 0.32 s wall, step 1.092 s, -7.1 %);
+  2026-12-03, after the changes above. Earlier notes: 173-180 s, then 259 s (a slower hour of
+  the machine, fp32 gradient reduce-scatters and in-order ring sends). Full mode grows with
+  flows: about (MoE layers x micro-batches x 4 x ep(ep - 1) per EP group), plus the DP rings'
+  ``(n - 1) n`` per item. The default step at 1,024 GPUs (61 layers, 16384 // 64 = 256
+  micro-batches) therefore has about 1,000x the MoE layer passes of the 16-layer run: over a
+  day, against the 5-minute target. No flow-level method gets there; it would take an
+  all-to-all model that is not flows (as fast mode's estimate is).
 """
 
 from __future__ import annotations

@@ -22,8 +22,11 @@ what the estimates count. ``routing_draws = R`` reuses the routing of the first 
 layers cyclically (a stationary router; drawing one routing costs about 0.1 s at EP64 with
 4096 tokens per rank); ``None`` draws every layer as full mode does.
 
-Wall time: 2.6-3.1 s (median of 5) for a 9,216-GPU moe-1t step on a shared 2-core machine
-(benchmarks/bench_step.py: command, history and where the time goes).
+Wall time: 0.82-0.86 s (median of 5) for a 9,216-GPU moe-1t step on a shared 2-core machine
+whose speed varies about 2x (benchmarks/bench_step.py: command, history, back-to-back ratios).
+MoE layers of the representative run as one timeout each when nothing in them is a flow
+(:func:`sim.step.program._fused_moe`), and lone pipeline sends skip the rate solver
+(:mod:`sim.engine.solo`).
 
 Measured (tests/test_step_fast.py): 32 GPUs (rail, 8 hosts x 4 H100), mixtral-shaped 4
 layers, EP8 over 2 hosts, PP2, DP16, 3 micro-batches: fast 3.2 % below full (full 70.0 ms,
@@ -32,10 +35,10 @@ that is not the representative): full +54 %, fast unchanged. The sub-fabric keep
 routes identical, so the representative's own flows match full mode's.
 
 At scale (2026-12-03, after ring collectives began sending one chunk at a time in step
-order, sim.collectives.ring): 128 GPUs, moe-1t cut to 4 layers, PP2 EP64 DP64, 2
-micro-batches: fast 553.1 ms, full 559.5 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16 EP64 DP64,
-1 micro-batch (bench_step.py --layers 16 --microbatches 1): fast 1.034 s, full 1.119 s
-(-7.6 %). Before that change the gaps were -23.7 % and -25 %: a full-mode ring rank that
+order, sim.collectives.ring, and with the sustained GEMM rate): 128 GPUs (16 H800 hosts of
+``rail-h200-4096``), moe-1t cut to 4 layers, PP2 EP64 DP64, 2 micro-batches: fast 585.6 ms,
+full 592.0 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16 EP64 DP64, 1 micro-batch (bench_step.py
+--layers 16 --microbatches 1): fast 1.092 s, full 1.176 s (-7.1 %). Before that change the gaps were -23.7 % and -25 %: a full-mode ring rank that
 fell behind sent its backlog of chunks as concurrent flows sharing its link, so every chunk
 landed late and its successor idled (the DP all-gathers of the tail took 1.6-2.7x their
 alone time); NCCL sends a channel's chunks in order, as fast mode's FIFO ring model assumes.
