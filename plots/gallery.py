@@ -5,7 +5,8 @@ record and the result record under ``OUT/runs/``, and draws ``OUT/<case>-congest
 ``-timeline.png`` and ``-stragglers.png``; then one breakdown over all cases. When the
 sweep runner (``sim.sweep``) and the shipped sweep files (``scenarios/sweeps/*.yaml``)
 exist, the imbalance, mitigation and oversubscription sweeps are run too (results kept under
-``OUT/sweeps/``; a rerun resumes them) and drawn as ``OUT/sweep-<name>.png``.
+``OUT/sweeps/``; a rerun resumes them, or starts them again when moesim or the sweep's base
+scenario changed since) and drawn as ``OUT/sweep-<name>.png``.
 ``OUT/README.md`` lists the figures with each case's top stragglers.
 
 Cases: the shipped ep8-hot-expert (router imbalance), ep32-rail-4to1 (all-to-all
@@ -80,8 +81,10 @@ def sweep_files() -> list[Path]:
 def draw_sweeps(out: Path, jobs: int, log: Log) -> list[Path]:
     """Run and draw the imbalance and oversubscription sweeps, when the runner exists."""
     try:
+        from sim.sweep.fingerprint import sweep_fingerprint
         from sim.sweep.runner import run_sweep
         from sim.sweep.spec import load_sweep_file
+        from sim.sweep.store import stale_fingerprints
     except ImportError as exc:
         log(f"sweeps skipped: the sweep runner is not available ({exc})")
         return []
@@ -94,6 +97,9 @@ def draw_sweeps(out: Path, jobs: int, log: Log) -> list[Path]:
         spec = load_sweep_file(path)
         csv_path = out / "sweeps" / f"{path.stem}.csv"
         csv_path.parent.mkdir(parents=True, exist_ok=True)
+        if stale_fingerprints(csv_path, sweep_fingerprint(spec.scenario)):
+            log(f"sweep {path.stem}: results of another scenario or build, recomputed")
+            csv_path.unlink()
         t0 = time.perf_counter()
         outcome = run_sweep(spec, csv_path, jobs=jobs)
         log(f"sweep {path.stem}: {outcome.total} points ({outcome.failed} failed) "

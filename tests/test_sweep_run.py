@@ -109,6 +109,32 @@ def test_other_sweeps_file_is_refused(tmp_path: Path) -> None:
         run_sweep(sweep_from_dict(SPEC), out)
 
 
+def test_rows_from_another_base_or_build_are_not_resumed(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point ids hash the axis values only: a file computed from another base scenario, or by
+    another moesim build, is refused instead of being resumed into a mixed table."""
+    import sim.sweep.fingerprint as fp
+    from sim.errors import ConfigError
+
+    out = tmp_path / "r.csv"
+    run_sweep(sweep_from_dict(SPEC), out, max_points=2)
+    stamped = {r["fingerprint"] for r in read_rows(out)}
+    assert stamped == {fp.sweep_fingerprint(sweep_from_dict(SPEC).scenario)}
+    edited = {**SPEC, "set": {**TINY, "workload.tokens_per_rank": 256}}
+    with pytest.raises(ConfigError, match="another base scenario or moesim build"):
+        run_sweep(sweep_from_dict(edited), out)
+    monkeypatch.setattr(fp, "code_sha", lambda: "a different build")
+    with pytest.raises(ConfigError, match=r"fingerprint [0-9a-f]{12}, now [0-9a-f]{12}"):
+        run_sweep(sweep_from_dict(SPEC), out)
+    monkeypatch.undo()
+    assert run_sweep(sweep_from_dict(SPEC), out).skipped == 2  # same base, same build
+    spec_file = tmp_path / "e.yaml"
+    spec_file.write_text(yaml.safe_dump(edited))
+    cli = CliRunner().invoke(sweep, [str(spec_file), "--out", str(out)])
+    assert cli.exit_code == 2 and "another base scenario" in cli.output
+    assert "Traceback" not in cli.output
+
+
 def test_cli_runs_resumes_and_reports(tmp_path: Path) -> None:
     spec_file = tmp_path / "c.yaml"
     spec_file.write_text(yaml.safe_dump({**SPEC, "seeds": [1]}))

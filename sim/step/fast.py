@@ -38,8 +38,9 @@ At scale (2026-12-03, after ring collectives began sending one chunk at a time i
 order, sim.collectives.ring, and with the sustained GEMM rate): 128 GPUs (16 H800 hosts of
 ``rail-h200-4096``), moe-1t cut to 4 layers, PP2 EP64 DP64, 2 micro-batches: fast 585.6 ms,
 full 592.0 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16 EP64 DP64, 1 micro-batch (bench_step.py
---layers 16 --microbatches 1): fast 1.092 s, full 1.176 s (-7.1 %). Before that change the gaps were -23.7 % and -25 %: a full-mode ring rank that
-fell behind sent its backlog of chunks as concurrent flows sharing its link, so every chunk
+--layers 16 --microbatches 1): fast 1.092 s, full 1.176 s (-7.1 %). Before the ring change
+the gaps were -23.7 % and -25 %: a full-mode ring rank that fell behind sent its backlog of
+chunks as concurrent flows sharing its link, so every chunk
 landed late and its successor idled (the DP all-gathers of the tail took 1.6-2.7x their
 alone time); NCCL sends a channel's chunks in order, as fast mode's FIFO ring model assumes.
 What remains of the gap at 1,024 GPUs is not traced (candidates: the all-to-all estimate's

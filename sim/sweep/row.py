@@ -5,7 +5,8 @@ Metric columns (seconds unless named otherwise):
 * ``imbalance_excess_s`` = step - balanced-router step (the router-imbalance cost);
 * ``congestion_excess_s`` = step - uncongested-core step (the fabric-congestion cost);
 * ``straggler_*``: the straggler with the largest excess (cause, rank, link, excess_s);
-* ``error``: empty when the point ran; else the error, and the metrics are empty.
+* ``error``: empty when the point ran; else the error, and the metrics are empty;
+* ``fingerprint``: the base scenario and moesim build that computed it (stamped by the store).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from typing import Any
 
 from sim.report.result import Result
+from sim.sweep.fingerprint import FINGERPRINT_COLUMN
 from sim.sweep.spec import Point
 
 ID_COLUMN = "point_id"
@@ -35,8 +37,9 @@ ERROR_COLUMN = "error"
 
 
 def row_columns(axis_columns: tuple[str, ...]) -> list[str]:
-    """The results file's header for a sweep with these axis columns."""
-    return [ID_COLUMN, *axis_columns, *METRIC_COLUMNS, ERROR_COLUMN]
+    """The results file's header for a sweep with these axis columns; the last column is the
+    fingerprint of what computed the row (:mod:`sim.sweep.fingerprint`)."""
+    return [ID_COLUMN, *axis_columns, *METRIC_COLUMNS, ERROR_COLUMN, FINGERPRINT_COLUMN]
 
 
 def format_value(value: object) -> str:

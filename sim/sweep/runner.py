@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.sweep.execute import PointTask, open_executor, run_point, run_unordered
+from sim.sweep.fingerprint import sweep_fingerprint
 from sim.sweep.montecarlo import summarize, summary_path, write_summary
 from sim.sweep.row import ERROR_COLUMN, ID_COLUMN, row_columns
 from sim.sweep.spec import SweepSpec
@@ -47,7 +48,8 @@ def run_sweep(
     """Run the points of ``spec`` missing from ``out``; ``max_points`` stops early (for tests)."""
     points = spec.points()
     ran = failed = 0
-    with ResultStore(out, row_columns(spec.columns)) as store:
+    fingerprint = sweep_fingerprint(spec.scenario)
+    with ResultStore(out, row_columns(spec.columns), fingerprint) as store:
         done = store.done_ids()
         todo = [PointTask(spec.scenario, p) for p in points if p.id not in done]
         if todo and max_points != 0:

@@ -2,7 +2,9 @@
 
 Resume: opening an existing file reads the ids of the points already in it (the sweep skips
 them). A row cut off by a kill (no final newline) is dropped first, so its point reruns. A
-file whose header differs belongs to another sweep and is refused, not mixed.
+file whose header differs belongs to another sweep, and one whose rows carry another
+fingerprint was computed from another base scenario or moesim build
+(:mod:`sim.sweep.fingerprint`): both are refused, not mixed.
 Parquet (``<results>.parquet``) is written from the CSV at the end when pyarrow is installed.
 """
 
@@ -14,15 +16,17 @@ from pathlib import Path
 from typing import IO
 
 from sim.errors import ConfigError
+from sim.sweep.fingerprint import FINGERPRINT_COLUMN
 from sim.sweep.row import ID_COLUMN
 
 
 class ResultStore:
     """Append-only CSV results of one sweep; use as a context manager."""
 
-    def __init__(self, path: str | Path, columns: list[str]) -> None:
+    def __init__(self, path: str | Path, columns: list[str], fingerprint: str = "") -> None:
         self.path = Path(path)
         self.columns = list(columns)
+        self.fingerprint = fingerprint  # stamped on every row written
         self._file: IO[str] | None = None
         self._writer: csv.DictWriter[str] | None = None
 
@@ -33,6 +37,7 @@ class ResultStore:
         fresh = not self.path.exists() or self.path.stat().st_size == 0
         if not fresh:
             self._check_header()
+            self._check_fingerprint()
         self._file = self.path.open("a", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=self.columns)
         if fresh:
@@ -53,7 +58,10 @@ class ResultStore:
         """Write one row and push it to disk before returning (flush + fsync)."""
         if self._writer is None:
             raise RuntimeError("ResultStore.append outside 'with'")
-        self._writer.writerow({c: row.get(c, "") for c in self.columns})
+        cells = {c: row.get(c, "") for c in self.columns}
+        if FINGERPRINT_COLUMN in cells:
+            cells[FINGERPRINT_COLUMN] = self.fingerprint
+        self._writer.writerow(cells)
         self._sync()
 
     def _sync(self) -> None:
@@ -69,6 +77,24 @@ class ResultStore:
                 str(self.path),
                 "holds results of a different sweep (its columns differ); give another --out",
             )
+
+
+    def _check_fingerprint(self) -> None:
+        if FINGERPRINT_COLUMN not in self.columns:
+            return
+        other = stale_fingerprints(self.path, self.fingerprint)
+        if other:
+            raise ConfigError(
+                str(self.path),
+                f"holds results computed from another base scenario or moesim build "
+                f"(fingerprint {', '.join(sorted(other))}, now {self.fingerprint}); "
+                "give another --out or delete the file",
+            )
+
+
+def stale_fingerprints(path: str | Path, fingerprint: str) -> set[str]:
+    """The fingerprints other than ``fingerprint`` that rows of ``path`` carry."""
+    return {row.get(FINGERPRINT_COLUMN, "") for row in read_rows(path)} - {fingerprint}
 
 
 def read_rows(path: str | Path) -> list[dict[str, str]]:
