@@ -83,6 +83,21 @@ def sustained_fraction(gpu: str) -> float:
 
 
 # --------------------------------------------------------------------------------------
+# Communication SM costs
+# --------------------------------------------------------------------------------------
+
+#: SMs an all-to-all dispatcher holds while compute runs beside it. DeepSeek-V3 (technical
+#: report, arXiv:2412.19437, section 3.2.2): DualPipe overlaps one chunk's dispatch and combine
+#: with another chunk's compute, and its all-to-all kernels "partition 20 SMs into 10
+#: communication channels" of the H800's 132; "only 20 SMs are sufficient to fully utilize the
+#: bandwidths of IB and NVLink". The compute of an overlapped forward/backward pair runs on
+#: the other SMs (:mod:`sim.step.program`), so its kernels take ``sm_count / (sm_count - 20)``
+#: as long: proportional to SMs, an upper bound if the power limit hands part of it back as
+#: clock. An all-to-all that nothing overlaps (Megatron's alltoall dispatcher waits for it)
+#: takes no SMs from compute.
+OVERLAP_DISPATCHER_SMS = 20
+
+# --------------------------------------------------------------------------------------
 # Kernel launch and memory
 # --------------------------------------------------------------------------------------
 
@@ -229,6 +244,8 @@ CONSTANTS: dict[str, CalibrationConstant] = dict(
              "MAMF 823.9 (stas00/ml-engineering benchmarks README, MSMF)"),
         _row("SUSTAINED_FRACTION_BLACKWELL", "x burst", "B200 BF16 8 GPUs busy: MSMF 1426.4 / "
              "MAMF 1751.2 (stas00/ml-engineering benchmarks README, MSMF)"),
+        _row("OVERLAP_DISPATCHER_SMS", "SMs", "DeepSeek-V3 report 3.2.2: 20 of 132 SMs run "
+             "the overlapped all-to-all"),
         _row("KERNEL_LAUNCH_OVERHEAD_S", "s", "assumption: launch ~ microseconds (Modal GPU "
              "Glossary; CUDA Programming Guide 4.2)"),
         _row("HBM_ACHIEVABLE_FRACTION", "fraction", "H100 copy kernel 2.8 of 3.35 TB/s "

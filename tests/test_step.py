@@ -224,13 +224,17 @@ def test_slow_gpu_sets_the_step_end() -> None:
     assert err.value.field == "slow_gpus.8"
 
 
-def test_dualpipe_overlap_hides_all_to_all() -> None:
-    """EP across 2 hosts of 4 GPUs: FB ops that overlap one pass's all-to-all with the other's
-    compute expose less all-to-all than the same order run pass after pass; compute and the
-    DP tail are unchanged."""
-    fabric = FabricSpec(preset="rail-h800-64",
-                        params=(("hosts", 2), ("gpus_per_host", 4), ("gpu", "H100")),
-                        multipath="dmodk", batch_window_rel=0.02)
+DUALPIPE_FABRIC = FabricSpec(preset="rail-h800-64",
+                             params=(("hosts", 2), ("gpus_per_host", 4), ("gpu", "H100")),
+                             multipath="dmodk", batch_window_rel=0.02)
+
+
+def test_dualpipe_overlap_hides_all_to_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EP across 2 hosts of 4 GPUs, with an all-to-all that takes no SMs from compute: FB ops
+    that overlap one pass's all-to-all with the other's compute expose less all-to-all than
+    the same order run pass after pass; compute and the DP tail are unchanged."""
+    monkeypatch.setattr("sim.step.state.OVERLAP_DISPATCHER_SMS", 0)
+    fabric = DUALPIPE_FABRIC
     lay = ParallelLayout(ep=8, dp=8)
     serial = run_step(_spec(lay, fabric=fabric, schedule="dualpipe", microbatches=3,
                             fb_overlap=False))
@@ -243,3 +247,21 @@ def test_dualpipe_overlap_hides_all_to_all() -> None:
                                 fb_overlap=fb)).time_s[:, CATEGORIES.index("compute")]
             for fb in (False, True)]
     np.testing.assert_allclose(busy[0], busy[1], rtol=1e-9)
+
+
+def test_overlapped_all_to_all_takes_sms_from_compute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatcher of an FB op holds 20 of the H100's 132 SMs (sim.calibration): compute
+    inside FB ops takes 132/112 as long, compute outside them is unchanged."""
+    lay = ParallelLayout(ep=8, dp=8)
+    spec = _spec(lay, fabric=DUALPIPE_FABRIC, schedule="dualpipe", microbatches=3)
+    compute = CATEGORIES.index("compute")
+    with_sms = simulate_step(spec)
+    assert with_sms.overlap_compute_factor == pytest.approx(132 / 112, rel=1e-15)
+    monkeypatch.setattr("sim.step.state.OVERLAP_DISPATCHER_SMS", 0)
+    free = simulate_step(spec)
+    serial = simulate_step(_spec(lay, fabric=DUALPIPE_FABRIC, schedule="dualpipe",
+                                 microbatches=3, fb_overlap=False))
+    np.testing.assert_allclose(free.time_s[:, compute], serial.time_s[:, compute], rtol=1e-9)
+    in_fb = (with_sms.time_s[:, compute] - free.time_s[:, compute]) / (132 / 112 - 1)
+    assert (in_fb > 0).all() and (in_fb < free.time_s[:, compute]).all()
+    assert with_sms.end_s.max() > free.end_s.max()

@@ -11,8 +11,10 @@ Per pass (see :mod:`sim.schedule` for the orders):
   -> attn_bwd per MoE layer, in reverse layer order.
 * An FB op (DualPipe-style) with ``spec.fb_overlap`` runs its F and its B as two concurrent
   processes that share the rank's compute (a capacity-1 resource, FIFO), so one pass's
-  all-to-all waits hide behind the other's compute; kernel-level interference (SMs taken by
-  communication kernels) is not modelled. Without ``fb_overlap``, F then B. During an FB
+  all-to-all waits hide behind the other's compute. The all-to-all kernels hold
+  :data:`sim.calibration.OVERLAP_DISPATCHER_SMS` SMs meanwhile, so compute inside an FB op
+  runs on the rest (``StepState.overlap_compute_factor``); other kernel-level interference
+  (L2, HBM) is not modelled. Without ``fb_overlap``, F then B. During an FB
   op the rank's time that is not compute is split over the categories in proportion to the
   two passes' (overlapping) waits.
 
@@ -60,12 +62,14 @@ def _wait(st: StepState, rank: int, category: str, event: simpy.Event,
 
 def _compute(st: StepState, rank: int, time_s: float) -> Generated:
     time_s *= float(st.slowdown[rank])
-    st.ledger[rank][0] += time_s
     if st.ledger[rank] is st.time_s_row[rank]:  # one pass at a time: no queueing
+        st.ledger[rank][0] += time_s
         t0 = st.env.now
         yield st.env.timeout(time_s)
         st.record(rank, t0, "compute")
         return
+    time_s *= st.overlap_compute_factor  # in an FB op: the all-to-all holds some SMs
+    st.ledger[rank][0] += time_s
     with st.gpu[rank].request() as req:
         yield req
         t0 = st.env.now

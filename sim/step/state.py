@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 import simpy
 
+from sim.calibration import OVERLAP_DISPATCHER_SMS
 from sim.collectives.alltoall import AllToAll
 from sim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_scatter
 from sim.engine.network import FlowNetwork
@@ -67,6 +68,7 @@ class StepState:
     time_s_row: list[np.ndarray] = field(init=False)  # [rank]: views of time_s
     gpu: list[simpy.Resource] = field(init=False)  # [rank]: its compute, for FB overlap
     analytic_a2a: ClassVar[bool] = False  # a2a_arrival_s answers without events (fast mode)
+    overlap_compute_factor: float = field(init=False)  # compute inside an FB op (program.py)
 
     def __post_init__(self) -> None:
         lay = self.spec.layout
@@ -78,6 +80,8 @@ class StepState:
         self.time_s_row = [self.time_s[r] for r in range(lay.world_size)]
         self.ledger = list(self.time_s_row)
         self.gpu = [simpy.Resource(self.net.env, capacity=1) for _ in range(lay.world_size)]
+        sms = self.plan.gpu.sm_count  # the overlapped all-to-all holds some of them
+        self.overlap_compute_factor = sms / (sms - OVERLAP_DISPATCHER_SMS)
 
     @property
     def env(self) -> simpy.Environment:
