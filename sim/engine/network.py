@@ -8,9 +8,9 @@ into a single solve, which runs at ``LATE`` priority, after every ordinary event
 of that instant. A solve re-computes only the flows whose rates the change can
 reach; the others keep their rates exactly.
 
-A flow's last byte arrives ``latency_s`` (its path latency) after it drains. A flow that
-starts alone on an idle network is timed in closed form (:mod:`sim.engine.solo`) until
-another flow joins it.
+A flow's last byte arrives ``latency_s`` (its path latency) after it drains. Flows that start
+alone on their links while no solved flow is active are timed in closed form
+(:mod:`sim.engine.solo`) until a flow joins one of their links.
 
 Finish batching (``batch_window_rel`` = eps > 0) trades exactness for fewer
 solves (:mod:`sim.engine.batching`): flows due to drain close together finish in
@@ -41,7 +41,7 @@ from sim.engine.flowtable import FLOW_COLUMNS, GROUP_COLUMNS, Columns, PairStore
 from sim.engine.linkstats import LinkStats
 from sim.engine.ratesolver import RateSolver
 from sim.engine.routing import Router
-from sim.engine.solo import Solo, alone, moved_bytes
+from sim.engine.solo import SoloSet, alone, moved_bytes
 
 LATE = 2
 """SimPy priority of the network's own events: after URGENT (0) and NORMAL (1)."""
@@ -102,8 +102,8 @@ class FlowNetwork:
         self.groups = Columns(GROUP_COLUMNS, capacity=256)
         self._g_event: list[simpy.Event] = []
         self._g_drained: dict[int, simpy.Event] = {}  # groups someone waits to drain
-        self._solo: Solo | None = None  # a flow alone on the network (sim.engine.solo)
-        self._solo_token = 0
+        self._solos = SoloSet(n_links)  # flows alone on their links (sim.engine.solo)
+        self._replaying = False  # _materialize: solved flows joining as of their start
 
     # ---------------------------------------------------------------- API
     def expect(self, n_flows: int) -> tuple[int, simpy.Event]:
@@ -151,8 +151,8 @@ class FlowNetwork:
         net = ids[~local]
         if net.size:
             self._route(net)
-            if net.size == 1 and self._idle():
-                self._go_solo(int(net[0]))
+            if self._all_alone(net):
+                self._go_solo(net)
                 return ids
             self._materialize()
             self._pending.append(net)
@@ -273,7 +273,8 @@ class FlowNetwork:
             self.flows.col["rate_Bps"][ids] = alloc.rate_Bps
             self.flows.col["bottleneck"][ids] = alloc.bottleneck_link
             self._load = self.rates.load[self._load_of]
-        self.stats.sample(now, self._load, self._flows_on)
+        if not self._replaying:  # a replay's samples were taken when its flows started
+            self.stats.sample(now, self._load, self._flows_on)
 
     def _plan(self, now: float) -> None:
         """Mark the next batch of drains and schedule the wake-up at its end."""
@@ -287,59 +288,68 @@ class FlowNetwork:
         act.plan_s[batch] = now + left_s[batch]
         wake_s = float(left_s[batch].max())
         if now != self.env.now:  # a late join (_materialize): wake at now + wake_s
-            wake_s = now + wake_s - self.env.now
+            wake_s = max(now + wake_s - self.env.now, 0.0)
         _Late(self.env, wake_s, self._on_event, self._gen)
 
-    # ------------------------------------------------ a flow alone (sim.engine.solo)
-    def _idle(self) -> bool:
-        return (self._solo is None and self.active.n == 0 and not self._pending
-                and self._flush_at != self.env.now)
+    # ------------------------------------------------ flows alone (sim.engine.solo)
+    def _all_alone(self, net: np.ndarray) -> bool:
+        """Whether the new flows ``net`` can run alone: no solved flow active or due to join
+        at this instant, and their links disjoint from each other and from the solo flows'."""
+        if self.active.n or self._pending or self._flush_at == self.env.now:
+            return False
+        return self._solos.disjoint(self._pairs(net)[0])
 
-    def _go_solo(self, fid: int) -> None:
-        """Run flow ``fid`` alone: the rate and counters a solve would give, one wake-up."""
+    def _go_solo(self, net: np.ndarray) -> None:
+        """Run the flows ``net`` alone: the rates and counters a solve would give them, one
+        wake-up each."""
         now, fl = self.env.now, self.flows.col
-        hops, wts, _ = self._pairs(np.array([fid]))
-        self._solo_token += 1
-        solo = alone(fid, now, float(fl["size_bytes"][fid]), hops, wts,
-                     self.active.solve_map, self._load_of, self.fabric.cap_Bps,
-                     self._solo_token)
-        self._solo = solo
-        fl["rate_Bps"][fid], fl["bottleneck"][fid] = solo.rate_Bps, solo.bottleneck
-        self._young[solo.solver_links] = now
-        self._flows_on += solo.count
-        self._load = solo.load_Bps
+        for fid in net.tolist():
+            hops, wts, _ = self._pairs(np.array([fid]))
+            solo = alone(fid, now, float(fl["size_bytes"][fid]), hops, wts,
+                         self.active.solve_map, self._load_of, self.fabric.cap_Bps)
+            self._solos.add(solo)
+            fl["rate_Bps"][fid], fl["bottleneck"][fid] = solo.rate_Bps, solo.bottleneck
+            self._young[solo.solver_links] = now
+            self._flows_on += solo.count
+            _Late(self.env, solo.size_bytes / solo.rate_Bps, self._solo_done, fid)
+        self._load = self._solos.load_Bps.copy()
         self.stats.sample(now, self._load, self._flows_on)
-        _Late(self.env, solo.size_bytes / solo.rate_Bps, self._solo_done, solo.token)
 
     def _solo_done(self, event: simpy.events.Event) -> None:
-        solo = self._solo
-        if solo is None or event.value != solo.token:
+        fid = event.value
+        if fid not in self._solos.flows:
             return  # it joined the active set (_materialize)
-        now, fl = self.env.now, self.flows.col
+        solo = self._solos.remove(fid)
+        now = self.env.now
         dt = now - solo.t0_s
         if dt > 0:
             moved, _ = moved_bytes(solo, dt)
-            self.stats.interval(solo.t0_s, dt, moved, self._load)
+            self.stats.interval(solo.t0_s, dt, moved, solo.load_Bps)
         self._t_last = now
-        fl["rem_bytes"][solo.fid] = 0.0
+        self.flows.col["rem_bytes"][fid] = 0.0
         self._flows_on -= solo.count
-        self._solo = None
-        self._complete(np.array([solo.fid]), np.array([solo.t0_s + solo.size_bytes
-                                                       / solo.rate_Bps]))
-        self._load = np.zeros(self.fabric.n_links)
+        self._complete(np.array([fid]), np.array([solo.drain_s]))
+        self._load = self._solos.load_Bps.copy()
         self.stats.sample(now, self._load, self._flows_on)
         self._gen += 1
 
     def _materialize(self) -> None:
-        """A solo flow joins the active set as of its start, as if it had joined then."""
-        solo = self._solo
-        if solo is None:
+        """The solo flows join the active set as of their starts, as if they had joined
+        then: one update per start instant before now (without new samples: the solo path
+        took them); those of this instant join with the flows starting now."""
+        solos = self._solos.clear()
+        if not solos:
             return
-        self._solo = None
-        self._flows_on -= solo.count
-        self._pending.append(np.array([solo.fid]))
-        if solo.t0_s < self.env.now:  # else it joins with the others of this instant
-            self._update(solo.t0_s)
+        for solo in solos:
+            self._flows_on -= solo.count
+        self._replaying = True
+        try:
+            for t0 in sorted({solo.t0_s for solo in solos}):
+                self._pending.append(np.array([s.fid for s in solos if s.t0_s == t0]))
+                if t0 < self.env.now:
+                    self._update(t0)
+        finally:
+            self._replaying = False
 
     def _complete(self, ids: np.ndarray, drain_s: np.ndarray) -> None:
         fl = self.flows.col

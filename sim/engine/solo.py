@@ -1,12 +1,15 @@
-"""A flow alone on an idle network, timed in closed form instead of by the rate solver.
+"""Flows alone on their links, timed in closed form instead of by the rate solver.
 
 Most point-to-point sends of a pipelined step start on an idle network and drain before the
-next flow starts (fast mode at 9,216 GPUs: 839 of 840 pipeline sends). A flow alone gets,
-under max-min sharing, the least ``cap / weight`` over its links and drains ``size / rate``
-later; :class:`sim.engine.network.FlowNetwork` times it so, charging the link counters as a
-solve would, and skips two rate solves. If another flow starts while it runs, it first joins
-the active set *as of its own start* (``FlowNetwork._materialize``), and the run goes on as
-if it had never been alone. Tested against the solver path in ``tests/test_engine_solo.py``.
+next flow starts (fast mode at 9,216 GPUs: 839 of 840 pipeline sends); the sends of one ring
+step of a TP group cross disjoint links. A flow whose links no other flow uses gets, under
+max-min sharing, the least ``cap / weight`` over them and drains ``size / rate`` later.
+While no solver flow is active, :class:`sim.engine.network.FlowNetwork` runs such flows here
+(:class:`SoloSet`), charging the link counters as a solve would, and skips their rate solves.
+When a flow starts that shares a link with one of them, or cannot be timed alone, they all
+join the active set *as of their own starts* (``FlowNetwork._materialize``), and the run goes
+on as if they had never been alone. Tested against the solver path in
+``tests/test_engine_solo.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from sim.engine.maxmin import LEVEL_RTOL
 
 @dataclass(frozen=True)
 class Solo:
-    """The one flow on the wire: its id, start, rate and what it puts on each link."""
+    """A flow alone on its links: its id, start, rate and what it puts on each link."""
 
     fid: int
     t0_s: float
@@ -32,12 +35,49 @@ class Solo:
     solver_links: np.ndarray  # its links the solver keeps
     load_Bps: np.ndarray  # per link of the fabric: the load it puts there
     count: np.ndarray  # per link of the fabric: how many of its hops cross it
-    token: int  # its wake-up is stale once this changes
+
+    @property
+    def drain_s(self) -> float:
+        """When its last byte leaves its links (the solver path's planned drain)."""
+        return self.t0_s + self.size_bytes / self.rate_Bps
+
+
+class SoloSet:
+    """The flows running alone now, and what they hold of each link."""
+
+    def __init__(self, n_links: int) -> None:
+        self.flows: dict[int, Solo] = {}
+        self.on = np.zeros(n_links, dtype=np.int64)  # hops of solo flows per link
+        self.load_Bps = np.zeros(n_links)
+
+    def disjoint(self, hops: np.ndarray) -> bool:
+        """Whether flows with these hops (all of them, together) cross no link twice and no
+        link a solo flow holds."""
+        counts = np.bincount(hops, minlength=self.on.size)
+        return bool((counts <= 1).all() and not (self.on[hops] > 0).any())
+
+    def add(self, solo: Solo) -> None:
+        self.flows[solo.fid] = solo
+        self.on += solo.count
+        self.load_Bps += solo.load_Bps
+
+    def remove(self, fid: int) -> Solo:
+        solo = self.flows.pop(fid)
+        self.on -= solo.count
+        self.load_Bps -= solo.load_Bps  # disjoint links: back to exactly 0 there
+        return solo
+
+    def clear(self) -> list[Solo]:
+        """Every solo flow, by start time, removed from the set."""
+        out = sorted(self.flows.values(), key=lambda s: (s.t0_s, s.fid))
+        self.flows.clear()
+        self.on[:] = 0
+        self.load_Bps[:] = 0.0
+        return out
 
 
 def alone(fid: int, t0_s: float, size_bytes: float, hops: np.ndarray, weights: np.ndarray,
-          solve_map: np.ndarray, load_of: np.ndarray, cap_Bps: np.ndarray,
-          token: int) -> Solo:
+          solve_map: np.ndarray, load_of: np.ndarray, cap_Bps: np.ndarray) -> Solo:
     """The rates the solver would give flow ``fid`` alone (``solve_map`` / ``load_of`` as
     :class:`sim.engine.network.FlowNetwork` keeps them: implied links dropped, then charged
     their partner's load)."""
@@ -54,7 +94,7 @@ def alone(fid: int, t0_s: float, size_bytes: float, hops: np.ndarray, weights: n
     return Solo(fid=fid, t0_s=t0_s, size_bytes=size_bytes, rate_Bps=rate,
                 bottleneck=int(links[int(np.argmax(on_min))]), hops=hops, weights=weights,
                 solver_links=links, load_Bps=solver_load[load_of],
-                count=np.bincount(hops, minlength=pad), token=token)
+                count=np.bincount(hops, minlength=pad))
 
 
 def moved_bytes(solo: Solo, dt_s: float) -> tuple[np.ndarray, float]:
