@@ -52,7 +52,8 @@ GEMM_SPLIT_K_MIN = 256
 #: MAMF 823.9 in the same runs (stas00/ml-engineering ``compute/accelerator/benchmarks/
 #: README.md``, "What we measured: alone vs all-8 concurrent", the revision that added MSMF;
 #: torch 2.14.0.dev20260810+cu130). Applied to the H100 / H800 MAMF (same die and power limit;
-#: no H100 MSMF is published) and, as the same clock drop, to attention kernels.
+#: no H100 MSMF is published) and, as the same clock drop, to attention kernels and to FP8
+#: GEMMs (no FP8 MSMF is published; assumption).
 SUSTAINED_FRACTION_HOPPER = 698.6 / 823.9
 
 #: The same on Blackwell: B200 BF16 (1000 W), all 8 GPUs computing, n = 40: MSMF 1426.4,

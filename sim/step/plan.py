@@ -191,7 +191,8 @@ def build_plan(spec: StepSpec) -> StepPlan:
     """Layer costs, chunk contents and sizes of ``spec``."""
     gpu = get_gpu(spec.gpu)
     model, m, lay = spec.model, spec.tokens_per_microbatch, spec.layout
-    shape = LayerShape(model, m, spec.seq_len, tp=lay.tp, cp=lay.cp, etp=lay.etp)
+    shape = LayerShape(model, m, spec.seq_len, spec.compute_dtype, tp=lay.tp, cp=lay.cp,
+                       etp=lay.etp)
     core = attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True)
     shared = _shared_experts_s(spec, gpu, shape)
     layers = [
@@ -203,6 +204,7 @@ def build_plan(spec: StepSpec) -> StepPlan:
     per_layer, extra = _layer_params(spec), _extra_dense(spec, len(chunks))
     dense, expert = _params_per_stage(spec.layout.pp, chunks, per_layer, extra)
     vocab = -(-model.vocab_size // lay.tp)  # vocabulary-parallel head on the gathered tokens
+    # (BF16 whatever the layers' compute_dtype, sim.step.spec.COMPUTE_DTYPES)
     head_fwd = float(gemm_time_s(gpu, shape.gathered_tokens, vocab, model.hidden_size))
     head_bwd = float(gemm_backward_time_s(gpu, shape.gathered_tokens, vocab, model.hidden_size))
     return StepPlan(

@@ -21,6 +21,12 @@ from sim.schedule import build_schedule
 from sim.schedule.ops import ScheduleOps
 from sim.workload.costs import WIRE_DTYPES
 
+COMPUTE_DTYPES = ("bf16", "fp8")
+"""Precision of the decoder layers' GEMMs (forward, dgrad and wgrad). With ``fp8`` they run
+at the FP8 matmul rate, as in DeepSeek-V3's FP8 mixed-precision training (technical report,
+arXiv:2412.19437, section 3.3.1); the attention core, the router, the embedding and the LM
+head stay BF16 there and here. The quantisation kernels around each FP8 GEMM are not
+modelled."""
 GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 """Bytes per gradient element in the DP/EDP reduce-scatter. Megatron-LM reduces in fp32 by
 default: with ``--bf16`` and without ``--grad-reduce-in-bf16`` (default off) it sets
@@ -52,6 +58,7 @@ class StepSpec:
     dispatch_dtype: str = "fp8"
     combine_dtype: str = "bf16"
     grad_reduce_dtype: str = "fp32"  # DP/EDP gradient reduce-scatter (see GRAD_REDUCE_BYTES)
+    compute_dtype: str = "bf16"  # the layers' GEMMs: "fp8" as DeepSeek-V3 trains (COMPUTE_DTYPES)
     dedup: bool = True
     lm_head: bool = True  # simulate the LM-head GEMMs on the last virtual stage
     dp_overlap: bool = True  # reduce-scatter each layer's grads after its last backward
@@ -68,6 +75,9 @@ class StepSpec:
             if getattr(self, name) not in WIRE_DTYPES:
                 raise ConfigError(f"step.{name}", f"unknown {getattr(self, name)!r}; allowed: "
                                   + ", ".join(WIRE_DTYPES))
+        if self.compute_dtype not in COMPUTE_DTYPES:
+            raise ConfigError("step.compute_dtype", f"unknown {self.compute_dtype!r}; allowed: "
+                              + ", ".join(COMPUTE_DTYPES))
         if self.grad_reduce_dtype not in GRAD_REDUCE_BYTES:
             raise ConfigError("step.grad_reduce_dtype", f"unknown {self.grad_reduce_dtype!r}; "
                               "allowed: " + ", ".join(GRAD_REDUCE_BYTES))

@@ -93,7 +93,9 @@ def kv_bytes_per_token(model: ModelConfig, tp: int = 1) -> float:
 
 
 def attention_core_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward: bool) -> float:
-    """Attention core (flash attention) of one TP rank: its heads, the gathered queries."""
+    """Attention core (flash attention) of one TP rank: its heads, the gathered queries. BF16
+    whatever ``compute_dtype`` the GEMMs use (DeepSeek-V3's FP8 training keeps the attention
+    operators in BF16, technical report section 3.3.1)."""
     qk, v = _attention_dims(shape.model)
     core: dict[str, Any] = dict(
         tokens=shape.gathered_tokens,
@@ -101,7 +103,7 @@ def attention_core_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward:
         n_heads=shape.model.num_attention_heads // shape.tp,
         qk_head_dim=qk,
         v_head_dim=v,
-        dtype=shape.compute_dtype,
+        dtype="bf16",
         slowdown=slowdown,
     )
     fn = attention_backward_time_s if backward else attention_time_s
