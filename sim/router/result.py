@@ -32,12 +32,17 @@ class RoutingResult:
     replica_of: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     """int64 [n_experts]: the original expert a replica column copies, -1 for originals
     (empty = no replicas: filled with -1)."""
+    node_tokens_dedup: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    """int64 [n_ranks, nodes]: distinct tokens src -> node (DeepEP's RDMA sends a token once
+    per node); 0 x 0 unless routed with ``ranks_per_node``."""
 
     def __post_init__(self) -> None:
         if self.replica_of.size == 0:
             object.__setattr__(self, "replica_of", np.full(self.n_experts, -1, dtype=np.int64))
         for array in (self.tokens, self.dropped, self.expert_to_rank, self.rank_tokens,
-                      self.rank_tokens_dedup, self.popularity, self.replica_of):
+                      self.rank_tokens_dedup, self.popularity, self.replica_of,
+                      self.node_tokens_dedup):
             array.setflags(write=False)
 
     @property

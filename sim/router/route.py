@@ -144,11 +144,14 @@ def keep_mask(columns: np.ndarray, n_ranks: int, n_experts: int, capacity: int) 
 
 
 def _dedup_rank_tokens(
-    dst: np.ndarray, src: np.ndarray, keep: np.ndarray | None, n_ranks: int
+    dst: np.ndarray, src: np.ndarray, keep: np.ndarray | None, n_ranks: int,
+    n_dst: int | None = None,
 ) -> np.ndarray:
-    """int64 [n_ranks, n_ranks]: tokens of src with >= 1 kept expert on dst.
+    """int64 [n_ranks, n_dst]: tokens of src with >= 1 kept expert on dst.
 
-    ``dst`` [top_k, n_tokens]: destination rank of each assignment; ``src`` [n_tokens]."""
+    ``dst`` [top_k, n_tokens]: destination (rank, or node) of each assignment, in
+    ``range(n_dst)`` (default ``n_ranks``); ``src`` [n_tokens]: source rank."""
+    n_dst = n_ranks if n_dst is None else n_dst
     first = np.ones(dst.shape, dtype=bool) if keep is None else keep.copy()
     for slot in range(1, dst.shape[0]):
         for earlier in range(slot):
@@ -156,17 +159,32 @@ def _dedup_rank_tokens(
             if keep is not None:
                 same &= keep[earlier]
             first[slot] &= ~same
-    pairs = (src[None, :] * n_ranks + dst)[first]
-    return np.bincount(pairs, minlength=n_ranks * n_ranks).reshape(n_ranks, n_ranks)
+    pairs = (src[None, :].astype(np.int64) * n_dst + dst)[first]
+    return np.bincount(pairs, minlength=n_ranks * n_dst).reshape(n_ranks, n_dst)
+
+
+def _node_dedup(dst: np.ndarray, src: np.ndarray, keep: np.ndarray | None, n_ranks: int,
+                ranks_per_node: int) -> np.ndarray:
+    """int64 [n_ranks, nodes]: tokens of src with >= 1 kept expert on a node (DeepEP sends a
+    token once per node over RDMA); empty (0 x 0) when ``ranks_per_node`` is 0."""
+    if not ranks_per_node:
+        return np.zeros((0, 0), dtype=np.int64)
+    if n_ranks % ranks_per_node:
+        raise ConfigError("router.ranks_per_node", f"{ranks_per_node} must divide the "
+                          f"{n_ranks} EP ranks")
+    return _dedup_rank_tokens(dst // ranks_per_node, src, keep, n_ranks,
+                              n_ranks // ranks_per_node)
 
 
 def route_tokens(
     cfg: RouterConfig, *, tokens_per_rank: int, n_ranks: int, n_experts: int, top_k: int,
     seed: int, layer: int, microbatch: int = 0, step: int = 0, n_group: int = 1,
-    topk_group: int = 1,
+    topk_group: int = 1, ranks_per_node: int = 0,
 ) -> RoutingResult:
     """Route ``tokens_per_rank`` tokens on each of ``n_ranks`` EP ranks to ``top_k`` of
-    ``n_experts`` experts, for one (layer, micro-batch, step). Same arguments -> same arrays."""
+    ``n_experts`` experts, for one (layer, micro-batch, step). Same arguments -> same arrays.
+    ``ranks_per_node`` > 0 also counts the distinct tokens per (rank, node of that many
+    consecutive ranks): ``RoutingResult.node_tokens_dedup``."""
     p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
                     step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
     expert_to_rank = place_experts(cfg.placement, n_experts, n_ranks)
@@ -186,7 +204,7 @@ def route_tokens(
             keep = keep_mask(columns, n_ranks, n_experts, capacity)
     if cfg.redundant_experts:
         return _route_with_replicas(cfg, p, columns, src, keep, tokens, wanted, expert_to_rank,
-                                    n_ranks=n_ranks)
+                                    n_ranks=n_ranks, ranks_per_node=ranks_per_node)
     on_rank = expert_to_rank[:, None] == np.arange(n_ranks)[None, :]
     dst = expert_to_rank.astype(np.int32)[columns]
     return RoutingResult(
@@ -196,13 +214,14 @@ def route_tokens(
         rank_tokens=tokens @ on_rank.astype(np.int64),
         rank_tokens_dedup=_dedup_rank_tokens(dst, src, keep, n_ranks),
         popularity=p,
+        node_tokens_dedup=_node_dedup(dst, src, keep, n_ranks, ranks_per_node),
     )
 
 
 def _route_with_replicas(
     cfg: RouterConfig, p: np.ndarray, columns: np.ndarray, src: np.ndarray,
     keep: np.ndarray | None, tokens: np.ndarray, wanted: np.ndarray, expert_to_rank: np.ndarray,
-    *, n_ranks: int,
+    *, n_ranks: int, ranks_per_node: int = 0,
 ) -> RoutingResult:
     """``route_tokens`` tail with ``cfg.redundant_experts`` replicas as extra expert columns."""
     n_experts = expert_to_rank.size
@@ -223,4 +242,5 @@ def _route_with_replicas(
         rank_tokens_dedup=_dedup_rank_tokens(placement[remapped], src, keep, n_ranks),
         popularity=p,
         replica_of=replica_of,
+        node_tokens_dedup=_node_dedup(placement[remapped], src, keep, n_ranks, ranks_per_node),
     )

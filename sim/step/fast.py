@@ -268,7 +268,7 @@ def simulate_fast(spec: StepSpec, routing_draws: int | None = None) -> tuple[Fas
         raise ConfigError("layout.etp", "fast mode needs etp == 1 or etp == tp (expert-TP "
                           "groups inside the representative pipeline)")
     index = GraphIndex(build_graph(spec.fabric), spec.fabric, spec.gpu)
-    spec.check_fabric(index.n_gpus)
+    spec.check_fabric(index.n_gpus, index.graph.graph.get("nvlink_domain_size"))
     ranks = representative_ranks(lay)
     net = FlowNetwork(simpy.Environment(), index.router(ranks),
                       batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)

@@ -35,6 +35,7 @@ from sim.workload.costs import (
     kv_bytes_per_token,
     layer_costs,
 )
+from sim.workload.deepep import hierarchical_tokens
 from sim.workload.moe_stack import WireFormat
 
 A2A_TRANSPOSED = ("combine", "dispatch_bwd")
@@ -97,12 +98,21 @@ def route_layer(spec: StepSpec, layer: int) -> RoutingResult:
         spec.router, tokens_per_rank=spec.tokens_per_microbatch, n_ranks=spec.layout.ep,
         n_experts=m.n_routed_experts, top_k=m.top_k, seed=spec.seed, layer=layer,
         n_group=m.n_group, topk_group=m.topk_group,
+        ranks_per_node=spec.ep_ranks_per_node() if spec.dispatcher == "deepep" else 0,
     )
+
+
+def _a2a_tokens(spec: StepSpec, routing: RoutingResult) -> np.ndarray:
+    """Tokens each EP rank sends each EP rank in a dispatch (``spec.dispatcher``)."""
+    if spec.dispatcher == "deepep":
+        return hierarchical_tokens(routing.rank_tokens_dedup, routing.node_tokens_dedup,
+                                   spec.ep_ranks_per_node())
+    return (routing.rank_tokens_dedup if spec.dedup else routing.rank_tokens).astype(float)
 
 
 def _a2a_bytes(spec: StepSpec, routing: RoutingResult) -> dict[str, np.ndarray]:
     wire = WireFormat(spec.model.hidden_size, spec.dispatch_dtype, spec.combine_dtype)
-    tokens = (routing.rank_tokens_dedup if spec.dedup else routing.rank_tokens).astype(float)
+    tokens = _a2a_tokens(spec, routing)
     return {
         ph: (tokens.T if ph in A2A_TRANSPOSED else tokens) * wire.per_token(ph)
         for ph in ("dispatch", "combine", "combine_bwd", "dispatch_bwd")

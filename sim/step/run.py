@@ -75,7 +75,7 @@ def simulate_step(spec: StepSpec) -> StepState:
     """Run every rank of ``spec`` on one fabric; the finished shared state."""
     graph = build_graph(spec.fabric)
     fabric = fabric_for(graph, spec.gpu, spec.fabric.derate)
-    spec.check_fabric(fabric.n_gpus)
+    spec.check_fabric(fabric.n_gpus, graph.graph.get("nvlink_domain_size"))
     env = simpy.Environment()
     paths = (PxnRouter if spec.fabric.pxn else Router)(fabric, spec.fabric.multipath)
     net = FlowNetwork(env, paths, batch_window_rel=spec.fabric.batch_window_rel,

@@ -42,8 +42,8 @@ from sim.step.spec import DEFAULT_FABRIC, StepSpec
 TOP_KEYS = [
     "name", "description", "seed", "model", "gpu", "fabric", "layout", "schedule",
     "global_batch", "micro_batch_size", "seq_len", "router", "dispatch_dtype",
-    "combine_dtype", "grad_reduce_dtype", "compute_dtype", "dedup", "lm_head", "dp_overlap",
-    "fb_overlap", "slow_gpus", "mode",
+    "combine_dtype", "grad_reduce_dtype", "compute_dtype", "dispatcher", "dedup", "lm_head",
+    "dp_overlap", "fb_overlap", "slow_gpus", "mode",
 ]
 FLAGS = ("dedup", "lm_head", "dp_overlap", "fb_overlap")
 
@@ -90,6 +90,7 @@ def step_from_dict(data: object, default_name: str = "step") -> StepScenario:
         grad_reduce_dtype=check_type(top.get("grad_reduce_dtype", "fp32"), str,
                                      "step.grad_reduce_dtype"),
         compute_dtype=check_type(top.get("compute_dtype", "bf16"), str, "step.compute_dtype"),
+        dispatcher=check_type(top.get("dispatcher", "alltoall"), str, "step.dispatcher"),
         slow_gpus=slow_gpus_from_dict(top.get("slow_gpus", {})),
         seed=check_type(top.get("seed", 0), int, "step.seed"),
         **_flags(top),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.errors import ConfigError
+from sim.hardware import get_gpu
 from sim.layout import ParallelLayout
 from sim.model import ModelConfig
 from sim.router import RouterConfig
@@ -27,6 +28,12 @@ at the FP8 matmul rate, as in DeepSeek-V3's FP8 mixed-precision training (techni
 arXiv:2412.19437, section 3.3.1); the attention core, the router, the embedding and the LM
 head stay BF16 there and here. The quantisation kernels around each FP8 GEMM are not
 modelled."""
+DISPATCHERS = ("alltoall", "deepep")
+"""How the MoE all-to-alls move tokens. ``alltoall``: one NCCL-style all-to-all between the EP
+ranks (Megatron's alltoall token dispatcher), a token once per destination rank with ``dedup``
+(else once per routed expert). ``deepep``: DeepEP's two legs, a token once per destination
+node over RDMA to its rail peer, which forwards it over NVLink
+(:mod:`sim.workload.deepep`; a node is the GPU's NVLink domain, ``dedup`` implied)."""
 GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 """Bytes per gradient element in the DP/EDP reduce-scatter. Megatron-LM reduces in fp32 by
 default: with ``--bf16`` and without ``--grad-reduce-in-bf16`` (default off) it sets
@@ -59,6 +66,7 @@ class StepSpec:
     combine_dtype: str = "bf16"
     grad_reduce_dtype: str = "fp32"  # DP/EDP gradient reduce-scatter (see GRAD_REDUCE_BYTES)
     compute_dtype: str = "bf16"  # the layers' GEMMs: "fp8" as DeepSeek-V3 trains (COMPUTE_DTYPES)
+    dispatcher: str = "alltoall"  # how tokens reach the experts (DISPATCHERS)
     dedup: bool = True
     lm_head: bool = True  # simulate the LM-head GEMMs on the last virtual stage
     dp_overlap: bool = True  # reduce-scatter each layer's grads after its last backward
@@ -75,6 +83,13 @@ class StepSpec:
             if getattr(self, name) not in WIRE_DTYPES:
                 raise ConfigError(f"step.{name}", f"unknown {getattr(self, name)!r}; allowed: "
                                   + ", ".join(WIRE_DTYPES))
+        if self.dispatcher not in DISPATCHERS:
+            raise ConfigError("step.dispatcher", f"unknown {self.dispatcher!r}; allowed: "
+                              + ", ".join(DISPATCHERS))
+        if self.dispatcher == "deepep":
+            if self.layout.etp > 1:
+                raise ConfigError("step.dispatcher", "deepep is modelled with etp = 1 only")
+            self.ep_ranks_per_node()
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise ConfigError("step.compute_dtype", f"unknown {self.compute_dtype!r}; allowed: "
                               + ", ".join(COMPUTE_DTYPES))
@@ -90,6 +105,17 @@ class StepSpec:
             if not factor >= 1:
                 raise ConfigError(f"slow_gpus.{gpu}", f"slowdown must be >= 1, got {factor}")
         self.ops()  # schedule constraints (ConfigError from sim.schedule)
+
+    def ep_ranks_per_node(self) -> int:
+        """EP ranks of one EP group in one NVLink domain (Megatron order tp-cp-ep-dp-pp: EP
+        ranks are tp x cp global ranks apart), at most ep; ``deepep`` needs it to divide ep."""
+        lay = self.layout
+        per_node = max(1, min(lay.ep, get_gpu(self.gpu).nvlink_domain // (lay.tp * lay.cp)))
+        if lay.ep % per_node:
+            raise ConfigError("step.dispatcher", f"deepep needs whole NVLink domains per EP "
+                              f"group: {per_node} EP ranks per domain do not divide "
+                              f"ep={lay.ep}")
+        return per_node
 
     def _check_sequence_split(self) -> None:
         """Sequence parallelism gives each TP rank seq/(tp*cp) tokens; Megatron's load-balanced
@@ -123,8 +149,14 @@ class StepSpec:
         """Ordered ops of each pipeline stage."""
         return build_schedule(self.schedule, self.layout.pp, self.microbatches, self.layout.vpp)
 
-    def check_fabric(self, n_gpus: int) -> None:
-        """ConfigError unless the fabric has a GPU for every rank."""
+    def check_fabric(self, n_gpus: int, nvlink_domain: int | None = None) -> None:
+        """ConfigError unless the fabric has a GPU for every rank and, for ``deepep``, NVLink
+        domains of the GPU preset's size (its nodes are what the dispatcher groups by)."""
         if self.layout.world_size > n_gpus:
             raise ConfigError("layout", f"world size {self.layout.world_size} needs more GPUs "
                               f"than fabric {self.fabric.preset!r} has ({n_gpus})")
+        domain = get_gpu(self.gpu).nvlink_domain
+        if self.dispatcher == "deepep" and nvlink_domain not in (None, domain):
+            raise ConfigError("step.dispatcher", f"deepep groups ranks by {self.gpu} NVLink "
+                              f"domains of {domain}; fabric {self.fabric.preset!r} has "
+                              f"{nvlink_domain}")

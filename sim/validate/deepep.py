@@ -48,6 +48,7 @@ import topologies
 from sim.calibration import KERNEL_LAUNCH_OVERHEAD_S
 from sim.router import UNIFORM, assign_experts, route_tokens
 from sim.validate.flows import FlowBatch, run_flows, with_loopbacks
+from sim.workload.deepep import hierarchical_tokens
 
 GPUS_PER_NODE = 8
 FP8_SCALE_BLOCK = 128
@@ -138,24 +139,15 @@ def intranode_flows(dedup: np.ndarray, token_bytes: float) -> FlowBatch:
 
 
 def internode_flows(dedup: np.ndarray, node_tokens: np.ndarray, token_bytes: float) -> FlowBatch:
-    """Dispatch flows: RDMA to the rail peer per (src rank, dst node), then NVLink forwarding.
+    """Dispatch flows: RDMA to the rail peer per (src rank, dst node), then NVLink forwarding
+    (:func:`sim.workload.deepep.hierarchical_tokens`; the forwarder's own share is a local
+    copy, charged as a loopback).
 
-    ``node_tokens[s, m]``: distinct tokens of rank s with an expert on node m. The forwarder
-    (m, l) sends GPU (m, j) the tokens of every (n, l) that need (m, j).
+    ``node_tokens[s, m]``: distinct tokens of rank s with an expert on node m.
     """
-    ep = dedup.shape[0]
-    nodes, g = ep // GPUS_PER_NODE, GPUS_PER_NODE
-    s = np.arange(ep)
-    m = np.arange(nodes)
-    rdma_src = np.repeat(s, nodes)
-    rdma_dst = np.tile(m, ep) * g + rdma_src % g
-    rdma = FlowBatch(rdma_src, rdma_dst, node_tokens.ravel() * token_bytes)
-    rdma = FlowBatch(rdma.src, rdma.dst, np.where(rdma.src == rdma.dst, 0.0, rdma.size_bytes))
-    fwd = dedup.reshape(nodes, g, nodes, g).sum(axis=0)  # [l, m, j]
-    fwd_src = np.broadcast_to(m[None, :, None] * g + np.arange(g)[:, None, None], fwd.shape)
-    fwd_dst = np.broadcast_to(m[None, :, None] * g + np.arange(g)[None, None, :], fwd.shape)
-    nvl = FlowBatch(fwd_src.ravel(), fwd_dst.ravel(), fwd.ravel() * token_bytes)
-    return FlowBatch.concat(rdma, nvl)
+    flows = _pairs(hierarchical_tokens(dedup, node_tokens, GPUS_PER_NODE) * token_bytes)
+    some = flows.size_bytes > 0
+    return FlowBatch(flows.src[some], flows.dst[some], flows.size_bytes[some])
 
 
 def simulate_deepep(setup: DeepEPSetup, kernel: str) -> DeepEPResult:
