@@ -56,6 +56,18 @@ def test_mixtral_step_simulated(results: dict[str, CaseResult]) -> None:
     assert r.predicted / r.published == pytest.approx(MEASURED_OVERPREDICTION, rel=0.005)
 
 
+def test_training_cost_is_gpu_hours_per_trillion_tokens(results: dict[str, CaseResult]
+                                                        ) -> None:
+    """DeepSeek-V3: step time x 2048 GPUs over the 15360 x 4096 tokens of a step, per 1e12."""
+    from sim.validate.step import simulate_gpu_hours
+
+    r = results["DeepSeek-V3 pre-training, 2048 H800, PP16 EP64 DP128"]
+    hours, step = simulate_gpu_hours("deepseek-v3-2048xh800")
+    assert step.mode == "fast" and r.predicted == hours
+    assert hours == pytest.approx(step.step_time_s * 2048 / 3600 * 1e12 / (15360 * 4096))
+    assert "MTP" in r.detail  # what is not modelled stays in the record
+
+
 def test_every_case_has_a_source_and_unique_name() -> None:
     assert len({c.name for c in CASES}) == len(CASES)
     assert all(c.source for c in CASES)

@@ -14,7 +14,9 @@ Hugging Face hub counts them: for the block-FP8 releases that includes the fp32 
 and the MTP module as stored, :mod:`sim.validate.checkpoint`). Kimi K2 is only checked the
 second way: its tech report's "1.04T" is 1.3% above what the released config and weights
 hold (1026.4B parameters; 1026.5B tensor elements), and no counting convention found
-reproduces it. The ``step`` case simulates a whole training step (~1 min for 64 GPUs).
+reproduces it. The ``step`` case simulates a whole training step (~1 min for 64 GPUs); the
+``training_cost`` case a whole pre-training step in fast mode (~20 s for 2048 GPUs), turned
+into GPU-hours per trillion tokens.
 """
 
 from __future__ import annotations
@@ -124,6 +126,14 @@ STEP_CASES: tuple[Case, ...] = (
          "NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md (MCore v0.9; v0.8: 438)",
          note="seq 4096, GBS 256, BF16 a2a, interleaved 1F1B, Megatron 2024 FLOP count "
               "(non-causal attention); sim.validate.step"),
+    Case("DeepSeek-V3 pre-training, 2048 H800, PP16 EP64 DP128", "training_cost",
+         (("scenario", "deepseek-v3-2048xh800"),), 180e3, "H800 GPU-hours per 1T tokens",
+         BANDWIDTH_TOLERANCE,
+         "DeepSeek-V3 technical report (arXiv:2412.19437): 180K H800 GPU hours per trillion "
+         "tokens (2664K for 14.8T)",
+         note="fast mode; DualPipe-style, FP8 GEMMs, DeepEP dispatch, GBS 15360; not modelled: "
+              "the MTP module, FP8 quantisation kernels, the batch ramp over the first 469B "
+              "tokens, DualPipe's bidirectional feeding, the multi-plane fabric"),
 )
 
 CASES: tuple[Case, ...] = (DEEPEP_CASES + NCCL_CASES + PARAM_CASES + CHECKPOINT_CASES

@@ -15,7 +15,7 @@ from sim.validate.cases import Case
 from sim.validate.checkpoint import checkpoint_elements, fp8_scale_elements
 from sim.validate.deepep import DeepEPSetup, simulate_deepep
 from sim.validate.nccl import simulate_alltoall
-from sim.validate.step import simulate_mixtral, step_detail
+from sim.validate.step import simulate_gpu_hours, simulate_mixtral, step_detail
 
 Prediction = tuple[float | None, str]
 Runner = Callable[[Case], Prediction]
@@ -75,11 +75,17 @@ def _gemm(case: Case) -> Prediction:
     return flops / time_s / 1e12, f"{time_s * 1e3:.3f} ms incl. one launch"
 
 
+def _training_cost(case: Case) -> Prediction:
+    hours, result = simulate_gpu_hours(str(case.arg("scenario")))
+    return hours, f"{step_detail(result)}; {case.note}"
+
+
 def _step(case: Case) -> Prediction:
     tflops, result = simulate_mixtral(int(str(case.arg("microbatches"))))
     return tflops, f"{step_detail(result)}; {case.note}"
 
 
 for _kind, _runner in (("deepep", _deepep), ("nccl_alltoall", _nccl), ("params", _params),
-                       ("checkpoint", _checkpoint), ("gemm", _gemm), ("step", _step)):
+                       ("checkpoint", _checkpoint), ("gemm", _gemm), ("step", _step),
+                       ("training_cost", _training_cost)):
     register_runner(_kind, _runner)

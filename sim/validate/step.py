@@ -72,6 +72,16 @@ def simulate_mixtral(microbatches: int = 16) -> tuple[float, StepResult]:
     return flops / result.step_time_s / spec.layout.world_size / 1e12, result
 
 
+@lru_cache(maxsize=2)
+def simulate_gpu_hours(scenario: str) -> tuple[float, StepResult]:
+    """(GPU-hours per trillion tokens, the step result) of the shipped step scenario
+    ``scenario`` in its own mode: step time x GPUs / tokens per step, scaled to 1e12 tokens."""
+    scn = load_step_file(resolve(scenario, "steps"))
+    result = run_step(scn.spec, mode=scn.mode)
+    gpus = scn.spec.layout.world_size
+    return result.step_time_s * gpus / 3600 * 1e12 / scn.spec.global_tokens, result
+
+
 def step_detail(result: StepResult) -> str:
     """One line: step time, causal-convention TFLOP/s, the last rank's breakdown."""
     parts = ", ".join(f"{k} {v:.3f}" for k, v in result.breakdown_s.items() if v > 0)
