@@ -11,7 +11,12 @@ from sim.commands_validate import validate
 from sim.errors import ConfigError
 from sim.model import get_model
 from sim.validate import CASES, Case, judge, register_runner, render_table, run_case, run_cases
-from sim.validate.step import MEASURED_OVERPREDICTION, megatron_v09_flops, simulate_mixtral
+from sim.validate.step import (
+    DEEPSEEK_MEASURED_COST_RATIO,
+    MEASURED_OVERPREDICTION,
+    megatron_v09_flops,
+    simulate_mixtral,
+)
 from sim.validate.table import FAIL, NOT_SIMULABLE, PASS, CaseResult
 
 STEP = "Mixtral 8x7B, 64x H100, TP1 EP8 PP4 VPP8"
@@ -66,6 +71,9 @@ def test_training_cost_is_gpu_hours_per_trillion_tokens(results: dict[str, CaseR
     assert step.mode == "fast" and r.predicted == hours
     assert hours == pytest.approx(step.step_time_s * 2048 / 3600 * 1e12 / (15360 * 4096))
     assert "MTP" in r.detail  # what is not modelled stays in the record
+    # The recorded ratio that reports quote is the live one.
+    assert r.published is not None
+    assert r.predicted / r.published == pytest.approx(DEEPSEEK_MEASURED_COST_RATIO, rel=0.005)
 
 
 def test_every_case_has_a_source_and_unique_name() -> None:

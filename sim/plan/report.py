@@ -10,7 +10,7 @@ from sim.model.memory import GIB
 from sim.placement import placement_table
 from sim.plan.candidates import Candidate
 from sim.plan.design import DesignResult, Ranked
-from sim.validate.step import MEASURED_OVERPREDICTION
+from sim.validate.step import DEEPSEEK_MEASURED_COST_RATIO, MEASURED_OVERPREDICTION
 
 DAY_S = 86400.0
 SHOWN_REJECTED = 8
@@ -55,6 +55,7 @@ def to_record(res: DesignResult) -> dict[str, Any]:
         "mfu": ch.mfu, "tokens_per_s": spec.tokens_per_step / ch.step_time_s,
         "days_to_train": _days(res, ch.step_time_s),
         "validation_overprediction": MEASURED_OVERPREDICTION,
+        "validation_cost_ratio_deepseek_v3": DEEPSEEK_MEASURED_COST_RATIO,
         "gpu_hours": _days(res, ch.step_time_s) * 24 * spec.gpus,
         "candidates": cands, "bill_of_materials": res.bom.to_dict(),
         "megatron_args": ch.cand.layout.megatron_args(res.model.num_layers),
@@ -87,10 +88,11 @@ def _header(res: DesignResult) -> list[str]:
         f"{spec.tokens / 1e12:g}T tokens in **{days:.1f} days** "
         f"({days * 24 * spec.gpus / 1e6:.2f}M GPU-hours; target {spec.days:g} days: "
         f"{'met' if days <= spec.days else 'missed'}).",
-        f"- Read that as optimistic: on the one end-to-end measurement checked (Mixtral 8x7B "
-        f"on 64 H100, Megatron-Core: `moesim validate`) the same models run "
-        f"{MEASURED_OVERPREDICTION - 1:.0%} faster than measured; as far off here, training "
-        f"takes {days * MEASURED_OVERPREDICTION:.1f} days.",
+        f"- How far off that may be: on the end-to-end measurements checked (`moesim "
+        f"validate`) the same models ran {MEASURED_OVERPREDICTION - 1:.0%} faster than "
+        f"measured (Mixtral 8x7B, 64 H100, Megatron-Core) and "
+        f"{DEEPSEEK_MEASURED_COST_RATIO - 1:.0%} slower (DeepSeek-V3, 2048 H800); as "
+        f"optimistic as the first, training takes {days * MEASURED_OVERPREDICTION:.1f} days.",
         f"- Compute budget: {_train_flops(res):.2e} model FLOPs (3 x forward, "
         f"{_fwd_flops(res) / 1e9:.0f} GFLOP per token at {spec.seq_len}); at this MFU the "
         f"{spec.days:g}-day target needs {_gpus_for_target(res):,.0f} GPUs.", "",
