@@ -21,8 +21,9 @@ runs made back to back, not across the notes below.
   2026-12-03 (step 9.171 s, MFU 0.162: GEMMs and attention at the sustained, power-limited
   rate, sim.calibration.sustained_fraction). Three back-to-back pairs against the code of that
   morning (cbd4a32: step 8.621 s, burst GEMM rate): medians of 5 were 1.22 s -> 0.86 s,
-  1.22 -> 0.83 and 1.22 -> 0.82, a ratio of 0.68. The same cbd4a32 gave 2.69 s at 06:33 that
-  day on the same machine. Two changes did it:
+  1.22 -> 0.83 and 1.22 -> 0.82, a ratio of 0.68; at 07:46, in a slower hour, 2.18 -> 1.62
+  and 1.80 -> 1.39 (0.75-0.77). The same cbd4a32 gave 2.69 s at 06:33 that day on the same
+  machine. Current code over the day: medians 0.82 to 1.88 s. Two changes did it:
   - fast mode runs each MoE layer as one timeout, 27 k -> 9 k SimPy events
     (sim.step.program._fused_moe);
   - a pipeline send that starts on an idle network is timed in closed form, 841 -> 3 rate

@@ -22,8 +22,9 @@ what the estimates count. ``routing_draws = R`` reuses the routing of the first 
 layers cyclically (a stationary router; drawing one routing costs about 0.1 s at EP64 with
 4096 tokens per rank); ``None`` draws every layer as full mode does.
 
-Wall time: 0.82-0.86 s (median of 5) for a 9,216-GPU moe-1t step on a shared 2-core machine
-whose speed varies about 2x (benchmarks/bench_step.py: command, history, back-to-back ratios).
+Wall time: 0.82-1.88 s (medians of 5 through one day) for a 9,216-GPU moe-1t step on a shared
+2-core machine whose speed varies about 2x (benchmarks/bench_step.py: command, history,
+back-to-back ratios).
 MoE layers of the representative run as one timeout each when nothing in them is a flow
 (:func:`sim.step.program._fused_moe`), and lone pipeline sends skip the rate solver
 (:mod:`sim.engine.solo`).
