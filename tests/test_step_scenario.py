@@ -35,6 +35,11 @@ def test_shipped_step_scenarios_load() -> None:
     assert (mixtral.spec.layout.pp, mixtral.spec.layout.vpp, mixtral.spec.layout.ep) == (4, 8, 8)
     kimi = load_step_file(resolve("kimi-1t-1024xh800", "steps"))
     assert kimi.spec.layout.world_size == 1024 and kimi.spec.layout.pp == 16
+    assert kimi.spec.dispatcher == "deepep"
+    ds = load_step_file(resolve("deepseek-v3-2048xh800", "steps")).spec
+    assert (ds.layout.world_size, ds.layout.pp, ds.layout.ep, ds.layout.dp) == (2048, 16, 64, 128)
+    assert (ds.microbatches, ds.compute_dtype, ds.dispatcher, ds.schedule) == (
+        15360 // 128, "fp8", "deepep", "dualpipe")
 
 
 def test_microbatches_follow_megatron() -> None:
