@@ -127,13 +127,10 @@ class FastState(StepState):
     release_s: dict[tuple[int, str, int], np.ndarray] = field(default_factory=dict)  # _offsets
 
     def all_to_all(self, rank: int, layer: LayerPlan, mb: int, phase: str) -> AllToAll:
-        ep_ranks = self.ep_group[rank]
-        key = (ep_ranks[0], layer.index, mb, phase)
+        key = (self.ep_group[rank][0], layer.index, mb, phase)
         a2a = self.a2a.get(key)
         if a2a is None:
-            gpus = self.group_gpus.get(ep_ranks[0])
-            if gpus is None:
-                gpus = self.group_gpus[ep_ranks[0]] = np.asarray(ep_ranks, dtype=np.int64)
+            gpus = self._group_gpus(rank)
             offsets, end_s = self._a2a_time(rank, gpus, layer, phase)
             a2a = self.a2a[key] = FastAllToAll(self.net, gpus, layer.a2a_bytes[phase],
                                                len(self.a2a), offsets_s=offsets, end_s=end_s)
@@ -146,12 +143,16 @@ class FastState(StepState):
         """:meth:`FastAllToAll.send` and its wake-up without the events: ``rank``'s send at
         ``send_s`` fixes the group's reference time (it is the group's one simulated member:
         the layouts :func:`sim.step.program._fusable` admits)."""
-        ep_ranks = self.ep_group[rank]
-        gpus = self.group_gpus.get(ep_ranks[0])
-        if gpus is None:
-            gpus = self.group_gpus[ep_ranks[0]] = np.asarray(ep_ranks, dtype=np.int64)
-        offsets, end_s = self._a2a_time(rank, gpus, layer, phase)
+        offsets, end_s = self._a2a_time(rank, self._group_gpus(rank), layer, phase)
         return send_s - float(offsets[self.coords[rank]["ep"]]) + end_s
+
+    def _group_gpus(self, rank: int) -> np.ndarray:
+        """The GPUs of ``rank``'s EP group, as one array per group."""
+        first = self.ep_group[rank][0]
+        gpus = self.group_gpus.get(first)
+        if gpus is None:
+            gpus = self.group_gpus[first] = np.asarray(self.ep_group[rank], dtype=np.int64)
+        return gpus
 
     def _a2a_time(self, rank: int, gpus: np.ndarray, layer: LayerPlan, phase: str
                   ) -> tuple[np.ndarray, float]:

@@ -162,7 +162,7 @@ def _fused_moe(st: StepState, rank: int, layer: LayerPlan, mb: int, backward: bo
     for phase, time_s in steps:
         if phase:
             wait_s = max(st.a2a_arrival_s(rank, layer, mb, phase, t) - t, 0.0)
-            row[a2a] += (t + wait_s) - t
+            row[a2a] += (t + wait_s) - t  # what the event path books: the clock's difference
             t += wait_s
         else:
             time_s *= slow
