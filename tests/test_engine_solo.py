@@ -25,7 +25,7 @@ def _run(mode: str, eps: float, seed: int, solo: bool, monkeypatch: pytest.Monke
     of others (the gaps are of the order of a transfer)."""
     with monkeypatch.context() as m:
         if not solo:
-            m.setattr(FlowNetwork, "_all_alone", lambda self, net: False)
+            m.setattr(FlowNetwork, "_alone_pairs", lambda self, net: None)
         env = simpy.Environment()
         net = FlowNetwork(env, Router(fabric_from_graph(build_graph(RAIL)), mode),
                           batch_window_rel=eps)

@@ -210,16 +210,13 @@ def test_unknown_mode_names_the_field() -> None:
 
 
 def test_dp_ring_group_is_the_dense_dp_group() -> None:
-    """Fast mode's vectorised DP x CP group equals the full mode's (sim.step.tpcp)."""
-    from sim.step.fast import FastState
-    from sim.step.tpcp import dense_dp_group
+    """The DP ring that fast mode's ring estimate and full mode's rings both take
+    (sim.step.tpcp.ring_group) is the DP x CP group."""
+    from sim.step.tpcp import dense_dp_group, ring_group
 
     lay = ParallelLayout(tp=2, cp=2, pp=2, ep=4, dp=2)
-    st = FastState.__new__(FastState)
-    st.spec = _spec(layout=lay, seq_len=1024)
-    st.coords = [lay.coords(r) for r in range(lay.world_size)]
     for rank in (0, 5, 11, 14):
-        assert st._ring_group("dp", rank) == dense_dp_group(lay, rank)
+        assert ring_group(lay, "dp", rank) == dense_dp_group(lay, rank)
 
 
 def test_subfabric_is_the_induced_subgraph_fabric() -> None:

@@ -151,8 +151,9 @@ class FlowNetwork:
         net = ids[~local]
         if net.size:
             self._route(net)
-            if self._all_alone(net):
-                self._go_solo(net)
+            pairs = self._alone_pairs(net)
+            if pairs is not None:
+                self._go_solo(net, *pairs)
                 return ids
             self._materialize()
             self._pending.append(net)
@@ -292,20 +293,25 @@ class FlowNetwork:
         _Late(self.env, wake_s, self._on_event, self._gen)
 
     # ------------------------------------------------ flows alone (sim.engine.solo)
-    def _all_alone(self, net: np.ndarray) -> bool:
-        """Whether the new flows ``net`` can run alone: no solved flow active or due to join
-        at this instant, and their links disjoint from each other and from the solo flows'."""
+    def _alone_pairs(self, net: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The hops of the new flows ``net`` (:meth:`_pairs`) if they can run alone: no solved
+        flow active or due to join at this instant, and their links disjoint from each other
+        and from the solo flows'; else None."""
         if self.active.n or self._pending or self._flush_at == self.env.now:
-            return False
-        return self._solos.disjoint(self._pairs(net)[0])
+            return None
+        pairs = self._pairs(net)
+        return pairs if self._solos.disjoint(pairs[0]) else None
 
-    def _go_solo(self, net: np.ndarray) -> None:
-        """Run the flows ``net`` alone: the rates and counters a solve would give them, one
-        wake-up each."""
+    def _go_solo(self, net: np.ndarray, hops: np.ndarray, wts: np.ndarray,
+                 owner: np.ndarray) -> None:
+        """Run the flows ``net`` (hops ``hops`` of weights ``wts``, ``owner`` their position in
+        ``net``) alone: the rates and counters a solve would give them, one wake-up each."""
         now, fl = self.env.now, self.flows.col
-        for fid in net.tolist():
-            hops, wts, _ = self._pairs(np.array([fid]))
-            solo = alone(fid, now, float(fl["size_bytes"][fid]), hops, wts,
+        ends = np.cumsum(np.bincount(owner, minlength=net.size))
+        for i, fid in enumerate(net.tolist()):
+            mine = slice(ends[i - 1] if i else 0, ends[i])
+            solo = alone(fid, now, float(fl["size_bytes"][fid]), hops[mine], wts[mine],
                          self.active.solve_map, self._load_of, self.fabric.cap_Bps)
             self._solos.add(solo)
             fl["rate_Bps"][fid], fl["bottleneck"][fid] = solo.rate_Bps, solo.bottleneck
@@ -323,7 +329,7 @@ class FlowNetwork:
         now = self.env.now
         dt = now - solo.t0_s
         if dt > 0:
-            moved, _ = moved_bytes(solo, dt)
+            moved = moved_bytes(solo, dt)
             self.stats.interval(solo.t0_s, dt, moved, solo.load_Bps)
         self._t_last = now
         self.flows.col["rem_bytes"][fid] = 0.0

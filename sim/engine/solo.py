@@ -97,12 +97,12 @@ def alone(fid: int, t0_s: float, size_bytes: float, hops: np.ndarray, weights: n
                 count=np.bincount(hops, minlength=pad))
 
 
-def moved_bytes(solo: Solo, dt_s: float) -> tuple[np.ndarray, float]:
-    """(bytes per link, bytes left) after ``dt_s`` at its rate: the solver path's
-    ``FlowNetwork._advance`` for one flow, a drain's float overshoot taken back per hop."""
+def moved_bytes(solo: Solo, dt_s: float) -> np.ndarray:
+    """Bytes per link after ``dt_s`` at its rate: the solver path's ``FlowNetwork._advance``
+    for one flow, a drain's float overshoot taken back per hop."""
     full = solo.rate_Bps * dt_s
     moved = solo.load_Bps * dt_s
     if full > solo.size_bytes:
         excess = (full - solo.size_bytes) * solo.weights
         moved = moved - np.bincount(solo.hops, weights=excess, minlength=moved.size)
-    return moved, max(solo.size_bytes - full, 0.0)
+    return moved

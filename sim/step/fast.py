@@ -78,7 +78,7 @@ from sim.step.run import StepResult, simulate_ranks, summarise
 from sim.step.spec import StepSpec
 from sim.step.state import CATEGORIES, StepState
 from sim.step.subfabric import GraphIndex, MappedRouter
-from sim.step.tpcp import dense_dp_group, group
+from sim.step.tpcp import ring_group
 from sim.workload.costs import LayerCosts, LayerShape
 
 RELEASE = {"combine": "experts_fwd", "dispatch_bwd": "experts_bwd"}
@@ -195,7 +195,8 @@ class FastState(StepState):
         if host not in self.host_routers:
             stage = self.coords[rank]["pp"]
             ranks = [g for g in self._host_gpus(host) if self.coords[g]["pp"] == stage]
-            rp = self.host_rings[host] = ring_pairs(ranks or [rank], self._ring_group)
+            rp = self.host_rings[host] = ring_pairs(
+                ranks or [rank], lambda ring, r: ring_group(self.spec.layout, ring, r))
             self.host_routers[host] = self.index.router(rp.ends + list(self.ep_group[rank]))
         return self.host_routers[host]
 
@@ -204,11 +205,6 @@ class FastState(StepState):
         return sorted(int(idx.graph.nodes[n]["gpu"]) for n in idx.host_nodes.get(host, [])
                       if idx.graph.nodes[n].get("kind") == "gpu"
                       and int(idx.graph.nodes[n]["gpu"]) < self.spec.layout.world_size)
-
-    def _ring_group(self, kind: str, rank: int) -> tuple[int, ...]:
-        """The DP ring is the DP x CP group, as in full mode (:meth:`StepState.join_ring`)."""
-        lay = self.spec.layout
-        return dense_dp_group(lay, rank) if kind == "dp" else group(lay, kind, rank)
 
 
 def representative_ranks(lay: ParallelLayout) -> list[int]:

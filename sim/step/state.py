@@ -21,7 +21,7 @@ from sim.engine.network import FlowNetwork
 from sim.schedule.ops import ScheduleOps
 from sim.step.plan import LayerPlan, StepPlan
 from sim.step.spec import GRAD_REDUCE_BYTES, StepSpec
-from sim.step.tpcp import dense_dp_group, group
+from sim.step.tpcp import ring_group
 
 CATEGORIES = ("compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer",
               "cp_exposed")
@@ -113,9 +113,7 @@ class StepState:
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
         """``rank`` joins ring collective ``kind`` (dp_rs, edp_rs, dp_ag, edp_ag) of ``item``
         over its DP or EDP group; the event fires when ``rank`` is done."""
-        lay = self.spec.layout
-        members = (dense_dp_group(lay, rank) if kind.startswith("dp_")  # DP x CP ranks
-                   else group(lay, kind.split("_")[0], rank))
+        members = ring_group(self.spec.layout, kind.split("_")[0], rank)
         key = (kind, members[0], item)
         if key not in self.rings:
             make = ring_reduce_scatter if kind.endswith("rs") else ring_all_gather

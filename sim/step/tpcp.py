@@ -54,6 +54,12 @@ def dense_dp_group(lay: ParallelLayout, rank: int) -> tuple[int, ...]:
     return lay.dense_dp_group(rank)
 
 
+def ring_group(lay: ParallelLayout, ring: str, rank: int) -> tuple[int, ...]:
+    """The ranks of ``rank``'s gradient ring ``ring``: "dp" is the DP x CP group (dense
+    parameters), "edp" the expert-data-parallel group."""
+    return dense_dp_group(lay, rank) if ring == "dp" else group(lay, ring, rank)
+
+
 def tp_collective(
     st: StepState, rank: int, kind: str, key: tuple[object, ...], over: str = "tp",
     size_bytes: float | None = None,
