@@ -1,7 +1,7 @@
 """Benchmark of the flow engine: one skewed MoE all-to-all dispatch on a rail-optimized fat tree.
 
 Workload: ``ranks`` GPUs on ``ranks / 8`` HGX hosts (8 GPUs per host, one 400G NIC per GPU),
-two-tier rail-optimized fat tree at 1:1 (``topologies.rail_fat_tree``). Each rank hosts 4
+two-tier rail-optimized fat tree at 1:1 (``moesim.topologies.rail_fat_tree``). Each rank hosts 4
 experts; every rank sends its 4096 tokens x top-8 expert picks, drawn by multinomial from a
 Zipf(alpha = 1.0) popularity over the experts (a random ranking, so hot experts land on random
 ranks). A token carries 7168 bytes of FP8 hidden state plus 7168 / 128 x 4 bytes of scales
@@ -30,10 +30,10 @@ import simpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.engine.fabric import Fabric, fabric_from_graph
-from sim.engine.network import FlowNetwork
-from sim.engine.routing import MULTIPATH_MODES, Router
-from topologies import rail_fat_tree
+from moesim.engine.fabric import Fabric, fabric_from_graph
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import MULTIPATH_MODES, Router
+from moesim.topologies import rail_fat_tree
 
 GPUS_PER_HOST = 8
 EXPERTS_PER_RANK = 4

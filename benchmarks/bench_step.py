@@ -1,6 +1,6 @@
 """Wall time of one simulated 1T-class training step, full mode and fast mode.
 
-Commands (documented in the fast-mode docstring, :mod:`sim.step.fast`)::
+Commands (documented in the fast-mode docstring, :mod:`moesim.step.fast`)::
 
     .venv/bin/python benchmarks/bench_step.py --mode fast --gpus 9216 --repeats 5
     .venv/bin/python benchmarks/bench_step.py --mode full --gpus 1024 --max-wall-s 300
@@ -19,15 +19,15 @@ runs made back to back, not across the notes below.
 
 * fast, 9,216 GPUs (1,152 hosts, dp 576, 28 micro-batches), ``--routing-draws 1`` (default),
   2026-12-03 (step 9.171 s, MFU 0.162: GEMMs and attention at the sustained, power-limited
-  rate, sim.calibration.sustained_fraction). Three back-to-back pairs against the code of that
+  rate, moesim.calibration.sustained_fraction). Three back-to-back pairs against the code of that
   morning (cbd4a32: step 8.621 s, burst GEMM rate): medians of 5 were 1.22 s -> 0.86 s,
   1.22 -> 0.83 and 1.22 -> 0.82, a ratio of 0.68; at 07:46, in a slower hour, 2.18 -> 1.62
   and 1.80 -> 1.39 (0.75-0.77). The same cbd4a32 gave 2.69 s at 06:33 that day on the same
   machine. Current code over the day: medians 0.82 to 1.88 s. Two changes did it:
   - fast mode runs each MoE layer as one timeout, 27 k -> 9 k SimPy events
-    (sim.step.program._fused_moe);
+    (moesim.step.program._fused_moe);
   - a pipeline send that starts on an idle network is timed in closed form, 841 -> 3 rate
-    solves (sim.engine.solo).
+    solves (moesim.engine.solo).
   ``--routing-draws 4``: 2.3 s, step 8.554 s; ``0`` (all 60 MoE layers drawn, as full mode):
   22.6 s, step 8.544 s (both measured earlier, on the older code). So reusing one draw moves
   the step time by 0.1 %.
@@ -51,11 +51,11 @@ import statistics
 import time
 from types import FrameType
 
-from sim.layout import ParallelLayout
-from sim.model import get_model
-from sim.scenario.schema import FabricSpec
-from sim.step import StepSpec, run_step
-from sim.step.fast import run_fast_step
+from moesim.model import get_model
+from moesim.parallel.layout import ParallelLayout
+from moesim.scenario.schema import FabricSpec
+from moesim.step import StepSpec, run_step
+from moesim.step.fast import run_fast_step
 
 PP, EP = 16, 64
 

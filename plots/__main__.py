@@ -1,8 +1,8 @@
-"""``python -m plots KIND RESULTS... -o FILE``: the same as ``moesim plot``."""
+"""``python -m moesim.plots KIND RESULTS... -o FILE``: the same as ``moesim plot``."""
 
 from __future__ import annotations
 
-from sim.commands_plot import plot
+from moesim.cli.plot import plot
 
 if __name__ == "__main__":
-    plot(prog_name="python -m plots")
+    plot(prog_name="python -m moesim.plots")

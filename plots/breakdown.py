@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plots.common import load_json, ms, new_figure, save
+from moesim.plots.common import load_json, ms, new_figure, save
 
 PART_COLORS = {"experts": "#fc8d62", "a2a": "#1f5fa8", "other_compute": "#8da0cb"}
 

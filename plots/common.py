@@ -1,6 +1,6 @@
 """What every figure shares: reading saved files, a blank figure, saving by extension.
 
-Figures read only saved files: run records (``sim.report.timeline.save_run``), result
+Figures read only saved files: run records (``moesim.results.timeline.save_run``), result
 records (``moesim run --out``) and sweep CSVs. Nothing here touches live simulator objects.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 FORMATS = (".png", ".svg")
 RUN_FORMAT = "moesim-run/1"

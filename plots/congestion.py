@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from plots.common import TIER_COLORS, TIER_ORDER, load_run, ms_array, new_figure, save
+from moesim.plots.common import TIER_COLORS, TIER_ORDER, load_run, ms_array, new_figure, save
 
 
 def _tier_key(tier: str) -> int:

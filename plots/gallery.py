@@ -1,9 +1,9 @@
-"""Regenerate the figure gallery: ``python -m plots.gallery --out docs/gallery``.
+"""Regenerate the figure gallery: ``python -m moesim.plots.gallery --out docs/gallery``.
 
 For each failure-mode case it runs the scenario (result + counterfactuals), saves the run
 record and the result record under ``OUT/runs/``, and draws ``OUT/<case>-congestion.png``,
 ``-timeline.png`` and ``-stragglers.png``; then one breakdown over all cases. When the
-sweep runner (``sim.sweep``) and the shipped sweep files (``scenarios/sweeps/*.yaml``)
+sweep runner (``moesim.sweep``) and the shipped sweep files (``scenarios/sweeps/*.yaml``)
 exist, the imbalance, mitigation and oversubscription sweeps are run too (results kept under
 ``OUT/sweeps/``; a rerun resumes them, or starts them again when moesim or the sweep's base
 scenario changed since) and drawn as ``OUT/sweep-<name>.png``.
@@ -24,17 +24,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from plots.breakdown import draw_breakdown
-from plots.congestion import draw_congestion
-from plots.stragglers import draw_stragglers
-from plots.sweep import draw_sweep
-from plots.timeline import draw_timeline
-from scenarios import resolve
-from sim.report.result import Result
-from sim.report.timeline import save_run
-from sim.run import run_scenario
-from sim.scenario import Scenario, load_scenario_file
-from sim.simulate import simulate
+from moesim.plots.breakdown import draw_breakdown
+from moesim.plots.congestion import draw_congestion
+from moesim.plots.stragglers import draw_stragglers
+from moesim.plots.sweep import draw_sweep
+from moesim.plots.timeline import draw_timeline
+from moesim.results.result import Result
+from moesim.results.timeline import save_run
+from moesim.runner.group import simulate
+from moesim.runner.run import run_scenario
+from moesim.scenario import Scenario, load_scenario_file
+from moesim.scenarios import resolve
 
 SHIPPED_CASES = ("ep8-hot-expert", "ep32-rail-4to1", "ep32-rail-4to1-pxn")
 FAULT_CASE = "ep32-rail-1to1-slow-gpu-degraded-link"
@@ -81,10 +81,10 @@ def sweep_files() -> list[Path]:
 def draw_sweeps(out: Path, jobs: int, log: Log) -> list[Path]:
     """Run and draw the imbalance and oversubscription sweeps, when the runner exists."""
     try:
-        from sim.sweep.fingerprint import sweep_fingerprint
-        from sim.sweep.runner import run_sweep
-        from sim.sweep.spec import load_sweep_file
-        from sim.sweep.store import stale_fingerprints
+        from moesim.sweep.fingerprint import sweep_fingerprint
+        from moesim.sweep.runner import run_sweep
+        from moesim.sweep.spec import load_sweep_file
+        from moesim.sweep.store import stale_fingerprints
     except ImportError as exc:
         log(f"sweeps skipped: the sweep runner is not available ({exc})")
         return []
@@ -109,7 +109,7 @@ def draw_sweeps(out: Path, jobs: int, log: Log) -> list[Path]:
 
 
 def write_index(out: Path, results: list[Result], sweeps: list[Path]) -> Path:
-    lines = ["# moesim gallery", "", "Regenerate with `python -m plots.gallery --out "
+    lines = ["# moesim gallery", "", "Regenerate with `python -m moesim.plots.gallery --out "
              f"{out}`.", ""]
     for res in results:
         lines += [f"## {res.scenario}", "",
@@ -146,7 +146,7 @@ def build_gallery(out: str | Path, cases: Sequence[str] = (*SHIPPED_CASES, FAULT
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m plots.gallery", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m moesim.plots.gallery", description=__doc__)
     parser.add_argument("--out", default="docs/gallery", help="output folder")
     parser.add_argument("--no-sweeps", action="store_true", help="skip the sweep curves")
     parser.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1),

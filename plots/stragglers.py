@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.patches import Patch
 
-from plots.common import CAUSE_COLORS, load_json, ms, new_figure, save
+from moesim.plots.common import CAUSE_COLORS, load_json, ms, new_figure, save
 
 
 def straggler_rows(records: Sequence[dict[str, Any]], top: int) -> list[tuple[str, str, float]]:

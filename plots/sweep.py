@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from plots.common import load_csv, new_figure, save
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
+from moesim.plots.common import load_csv, new_figure, save
 
 KNOWN = {
     "point_id", "error", "step_time_s", "tokens_per_s", "balanced_step_time_s",

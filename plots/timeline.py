@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from matplotlib.patches import Patch
 
-from plots.common import load_run, ms, ms_array, new_figure, save
+from moesim.plots.common import load_run, ms, ms_array, new_figure, save
 
 KINDS = {
     "attention": ("#8da0cb", ("attn", "attn_bwd")),

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+if __name__ != "moesim.scenarios":  # scenarios/ is not a top-level name
+    raise ImportError("import moesim.scenarios: moesim installs scenarios/ under its own name")
+
 SCENARIO_DIR = Path(__file__).resolve().parent
 KINDS = ("", "steps")  # subfolder of each kind of scenario
 

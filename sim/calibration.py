@@ -4,7 +4,8 @@ Every number the compute and network models use beyond a datasheet line rate is 
 module-level constant here, with its public source (or the words "assumption" and the
 reason) beside it. :data:`CONSTANTS` lists them all (name, value, unit, source) so reports
 can print what a result was calibrated with. Datasheet numbers of the GPUs themselves live
-in :mod:`sim.hardware.gpus`; link line rates and latencies live in ``topologies.constants``.
+in :mod:`moesim.hardware.gpus`; link line rates and latencies live in
+``moesim.topologies.constants``.
 
 Link classes follow the ``tier`` attribute of fabric edges: ``nvlink``, ``pcie``, and the
 scale-out tiers ``nic``, ``leaf_spine``, ``spine_core`` whose medium is the fabric's
@@ -15,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 # --------------------------------------------------------------------------------------
-# GEMM efficiency curve (used by sim.hardware.roofline)
+# GEMM efficiency curve (used by moesim.hardware.roofline)
 # --------------------------------------------------------------------------------------
 
 #: Smallest row block a tensor-core GEMM computes: Hopper's warpgroup MMA instruction is
@@ -29,7 +30,7 @@ GEMM_MIN_ROWS = 64
 
 #: Output tile of one CTA. Assumption of a representative choice: 128 x 256 is a common
 #: Hopper BF16 tile in CUTLASS 3.x and DeepGEMM kernels (the brief's 128x128 / 128x256).
-#: Used only to size the smallest work unit one SM takes (see sim.hardware.roofline).
+#: Used only to size the smallest work unit one SM takes (see moesim.hardware.roofline).
 GEMM_TILE_M = 128
 GEMM_TILE_N = 256
 
@@ -45,7 +46,7 @@ GEMM_SPLIT_K_MIN = 256
 #: Sustained / burst throughput of tensor-core kernels on Hopper (H100, H800, H200: one
 #: GH100 die, 700 W). A training step is one long saturated run: its GEMMs hold the clock
 #: the power limit allows, not the boost clock a short benchmark catches. MAMF (the GEMM
-#: ceiling in :mod:`sim.hardware.gpus`) and the flash-attention figures below are such
+#: ceiling in :mod:`moesim.hardware.gpus`) and the flash-attention figures below are such
 #: bursts. mamf-finder measures both regimes: "MSMF (Maximum Sustainable Matmul FLOPS) - the
 #: power-saturated, sustained rate that matches real training throughput". H200 BF16, all 8
 #: GPUs of the board computing, 5 rounds (n = 40): MSMF 698.6 TFLOP/s at 1405-1527 MHz,
@@ -92,7 +93,7 @@ def sustained_fraction(gpu: str) -> float:
 #: with another chunk's compute, and its all-to-all kernels "partition 20 SMs into 10
 #: communication channels" of the H800's 132; "only 20 SMs are sufficient to fully utilize the
 #: bandwidths of IB and NVLink". The compute of an overlapped forward/backward pair runs on
-#: the other SMs (:mod:`sim.step.program`), so its kernels take ``sm_count / (sm_count - 20)``
+#: the other SMs (:mod:`moesim.step.program`), so its kernels take ``sm_count / (sm_count - 20)``
 #: as long: proportional to SMs, an upper bound if the power limit hands part of it back as
 #: clock. An all-to-all that nothing overlaps (Megatron's alltoall dispatcher waits for it)
 #: takes no SMs from compute.

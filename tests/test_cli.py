@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sim.cli import main
+from moesim.cli import main
 
 
 def test_run_prints_summary_and_json() -> None:
@@ -34,7 +34,7 @@ def _bad(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     return subprocess.run(
-        [sys.executable, "-m", "sim.cli", "run", str(path)],
+        [sys.executable, "-m", "moesim.cli", "run", str(path)],
         capture_output=True,
         text=True,
         check=False,
@@ -77,7 +77,7 @@ def test_place_reports_groups_and_rejects_bad_layouts() -> None:
     ep = next(e for e in json.loads(out.output) if e["kind"] == "ep")
     assert ep["span"] == "nvlink" and ep["size"] == 8
     bad = subprocess.run(
-        [sys.executable, "-m", "sim.cli", "place", "rail-h800-64", "--ep", "3"],
+        [sys.executable, "-m", "moesim.cli", "place", "rail-h800-64", "--ep", "3"],
         capture_output=True,
         text=True,
         check=False,

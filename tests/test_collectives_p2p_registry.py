@@ -6,17 +6,17 @@ import pytest
 import simpy
 from test_engine_support import star
 
-from sim.collectives.p2p import send, send_all
-from sim.collectives.registry import (
+from moesim.collectives.p2p import send, send_all
+from moesim.collectives.registry import (
     OPS,
     algorithm_names,
     make_collective,
     register_algorithm,
 )
-from sim.engine.fabric import fabric_from_graph
-from sim.engine.network import FlowNetwork
-from sim.engine.routing import Router
-from sim.errors import ConfigError
+from moesim.engine.fabric import fabric_from_graph
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router
+from moesim.errors import ConfigError
 
 GB = 1e9
 

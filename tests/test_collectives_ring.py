@@ -13,16 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_support import star
 
-from sim.collectives.ring import (
+from moesim.collectives.ring import (
     RingCollective,
     ring_all_gather,
     ring_all_reduce,
     ring_reduce_scatter,
 )
-from sim.engine.fabric import fabric_from_graph
-from sim.engine.network import FlowNetwork
-from sim.engine.routing import Router
-from sim.errors import ConfigError
+from moesim.engine.fabric import fabric_from_graph
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router
+from moesim.errors import ConfigError
 
 GB = 1e9
 

@@ -8,13 +8,13 @@ import networkx as nx
 import pytest
 import simpy
 
-from sim.collectives.registry import make_collective
-from sim.collectives.ring import ring_all_reduce
-from sim.collectives.tree import tree_all_reduce
-from sim.engine.fabric import fabric_from_graph
-from sim.engine.network import FlowNetwork
-from sim.engine.routing import Router
-from sim.errors import ConfigError
+from moesim.collectives.registry import make_collective
+from moesim.collectives.ring import ring_all_reduce
+from moesim.collectives.tree import tree_all_reduce
+from moesim.engine.fabric import fabric_from_graph
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router
+from moesim.errors import ConfigError
 
 GB = 1e9
 BW, LAT = 40.0, 500.0  # GB/s per direction, ns per link

@@ -1,6 +1,6 @@
 """Finish batching (batch_window_rel = eps) against the exact solve (eps = 0).
 
-The stated, tested bound (see ``sim.engine.network``): on a single all-to-all wave every
+The stated, tested bound (see ``moesim.engine.network``): on a single all-to-all wave every
 completion group (each receiver's, or each sender's) of a batched run finishes within
 eps x (its duration) of the exact run. Also: eps = 0 runs repeat bit for bit, and the
 incremental solver (only the flows a change can reach) matches full re-solves.
@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_support import add_gpu, add_link, leaf_spine
 
-import topologies
-from sim.engine.fabric import Fabric, fabric_from_graph
-from sim.engine.network import FlowNetwork
-from sim.engine.routing import Router
+from moesim import topologies
+from moesim.engine.fabric import Fabric, fabric_from_graph
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router
 
 FABRIC = fabric_from_graph(
     topologies.rail_fat_tree(2, gpu="H100", hosts_per_su=2, oversubscription=2.0)

@@ -17,11 +17,11 @@ from test_engine_support import (
     run_flows,
 )
 
-from sim.engine.fabric import fabric_from_graph, implied_links
-from sim.engine.maxmin import max_min_rates
-from sim.engine.network import FlowNetwork
-from sim.engine.routing import Router
-from sim.errors import ConfigError, FabricError
+from moesim.engine.fabric import fabric_from_graph, implied_links
+from moesim.engine.maxmin import max_min_rates
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router
+from moesim.errors import ConfigError, FabricError
 
 EXACT = 1e-12
 
@@ -43,7 +43,7 @@ def test_one_flow_is_latency_plus_size_over_bandwidth() -> None:
     assert net.flows["finish_s"][0] == pytest.approx(expected, rel=EXACT)
     assert net.flows["drain_s"][0] == pytest.approx(1e6 / (50.0 * GB), rel=EXACT)
     assert net.flows["rate_Bps"][0] == 50.0 * GB
-    assert net.solves == 0  # a flow alone is timed in closed form (sim.engine.solo)
+    assert net.solves == 0  # a flow alone is timed in closed form (moesim.engine.solo)
 
 
 def test_two_equal_flows_share_a_link_and_finish_together() -> None:

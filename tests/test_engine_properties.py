@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_support import leaf_spine, route_of, run_flows
 
-from sim.engine.maxmin import max_min_rates
+from moesim.engine.maxmin import max_min_rates
 
 REL = 1e-9
 

@@ -1,4 +1,4 @@
-"""A flow alone on an idle network is timed in closed form (sim.engine.solo): the same
+"""A flow alone on an idle network is timed in closed form (moesim.engine.solo): the same
 times, rates and link counters as the rate-solver path, on random mixes of isolated and
 overlapping transfers."""
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import simpy
 
-from sim.engine.fabric import fabric_from_graph
-from sim.engine.network import FlowNetwork
-from sim.engine.routing import Router
-from sim.fabric_build import build_graph
-from sim.scenario.schema import FabricSpec
+from moesim.engine.fabric import fabric_from_graph
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router
+from moesim.fabric.build import build_graph
+from moesim.scenario.schema import FabricSpec
 
 RAIL = FabricSpec(preset="rail-h800-64", params=(("hosts", 4), ("gpus_per_host", 4)))
 """16 GPUs on 4 hosts: NVLink, PCIe-NIC relays (implied links) and a leaf/spine tier."""

@@ -13,9 +13,9 @@ import networkx as nx
 import numpy as np
 import simpy
 
-from sim.engine.fabric import fabric_from_graph
-from sim.engine.network import FlowNetwork
-from sim.engine.routing import Router, RouteSet
+from moesim.engine.fabric import fabric_from_graph
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router, RouteSet
 
 GB = 1e9
 

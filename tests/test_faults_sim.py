@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.engine.routing import Router
-from sim.errors import ConfigError, FabricError
-from sim.fabric_build import build_graph, fabric_for
-from sim.model import get_model
-from sim.router import RouterConfig
-from sim.scenario import FabricSpec, Scenario, WorkloadSpec
-from sim.simulate import simulate
+from moesim.engine.routing import Router
+from moesim.errors import ConfigError, FabricError
+from moesim.fabric.build import build_graph, fabric_for
+from moesim.model import get_model
+from moesim.router import RouterConfig
+from moesim.runner.group import simulate
+from moesim.scenario import FabricSpec, Scenario, WorkloadSpec
 
 UPLINK = ("leaf.r0.su0", "spine.0")
 
@@ -86,7 +86,7 @@ def test_disconnecting_failure_is_one_line(tmp_path: Path) -> None:
         " faults: [{link: [h0/nic0, leaf.r0.su0], kind: down}]}\nworkload: {ep: 16, layers: 1}\n"
     )
     res = subprocess.run(
-        [sys.executable, "-m", "sim.cli", "run", str(path)],
+        [sys.executable, "-m", "moesim.cli", "run", str(path)],
         capture_output=True,
         text=True,
         check=False,

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sim.errors import ConfigError
-from sim.hardware import B200, H100, attention_backward_time_s, attention_flops, attention_time_s
+from moesim.errors import ConfigError
+from moesim.hardware import B200, H100, attention_backward_time_s, attention_flops, attention_time_s
 
 LAUNCH_S = 3e-6
 HOPPER = 698.6 / 823.9  # sustained / burst: H200 MSMF / MAMF, all GPUs of the board busy

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import sim.calibration as cal
-from sim.errors import ConfigError
+import moesim.calibration as cal
+from moesim.errors import ConfigError
 
 
 def test_table_lists_every_constant_with_its_value_and_source() -> None:
@@ -64,13 +64,13 @@ def test_unknown_link_inputs_are_rejected(args: tuple[str, ...], field: str) -> 
      ("B200", 1426.4 / 1751.2), ("GB200", 1426.4 / 1751.2)],
 )
 def test_sustained_fractions(gpu: str, expected: float) -> None:
-    """MSMF / MAMF of the same runs, every GPU of the board busy (sim.calibration)."""
+    """MSMF / MAMF of the same runs, every GPU of the board busy (moesim.calibration)."""
     assert cal.sustained_fraction(gpu) == pytest.approx(expected, rel=1e-15)
     assert 0.8 < cal.sustained_fraction(gpu) < 0.9
 
 
 def test_every_preset_gpu_has_a_sustained_fraction() -> None:
-    from sim.hardware import GPUS
+    from moesim.hardware import GPUS
 
     for name in GPUS:
         assert 0 < cal.sustained_fraction(name) <= 1

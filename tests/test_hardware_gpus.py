@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from sim.errors import ConfigError
-from sim.hardware import GPUS, H100, GpuSpec, get_gpu, register_gpu
+from moesim.errors import ConfigError
+from moesim.hardware import GPUS, H100, GpuSpec, get_gpu, register_gpu
 
 # name: (bf16, fp8, HBM GiB, HBM GB/s, NVLink GB/s per direction, domain, SMs,
 #        MAMF bf16, MAMF fp8, W, nvidia-smi MiB)

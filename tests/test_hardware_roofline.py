@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.errors import ConfigError
-from sim.hardware import (
+from moesim.errors import ConfigError
+from moesim.hardware import (
     GPUS,
     H100,
     GpuSpec,

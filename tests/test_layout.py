@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.errors import ConfigError
-from sim.layout import GROUP_KINDS, ParallelLayout, layout_from_dict
-from sim.model.presets import DEEPSEEK_V3, KIMI_K2, MIXTRAL_8X7B, QWEN3_235B_A22B
+from moesim.errors import ConfigError
+from moesim.model.presets import DEEPSEEK_V3, KIMI_K2, MIXTRAL_8X7B, QWEN3_235B_A22B
+from moesim.parallel.layout import GROUP_KINDS, ParallelLayout, layout_from_dict
 
 
 def test_tp1_ep8_on_64_ranks_ep_groups_are_nodes() -> None:

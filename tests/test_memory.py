@@ -6,12 +6,19 @@ import dataclasses
 
 import pytest
 
-from sim.errors import ConfigError
-from sim.layout import ParallelLayout
-from sim.model import ModelConfig, fits, param_counts, state_memory
-from sim.model.activations import layer_activation_bytes
-from sim.model.memory import GIB, WORKSPACE_BYTES, inflight_chunks, stage_params
-from sim.model.presets import DEEPSEEK_V3, MIXTRAL_8X7B
+from moesim.errors import ConfigError
+from moesim.model import ModelConfig, param_counts
+from moesim.model.activations import layer_activation_bytes
+from moesim.model.presets import DEEPSEEK_V3, MIXTRAL_8X7B
+from moesim.parallel.layout import ParallelLayout
+from moesim.parallel.memory import (
+    GIB,
+    WORKSPACE_BYTES,
+    fits,
+    inflight_chunks,
+    stage_params,
+    state_memory,
+)
 
 # Toy: h=8, 2 layers (dense, MoE), vocab 16, 2 heads of 4, dense FFN 16, 4 experts of 4, top-2.
 # Parameters by hand: embedding 16*8 = 128 (and a 128 head); attention 4*8*8 = 256/layer;

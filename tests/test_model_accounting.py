@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.model import ModelConfig, flops_per_token, param_counts, training_flops
-from sim.model.presets import DEEPSEEK_V3, KIMI_K2, MIXTRAL_8X7B, MODELS, QWEN3_235B_A22B
+from moesim.model import ModelConfig, flops_per_token, param_counts, training_flops
+from moesim.model.presets import DEEPSEEK_V3, KIMI_K2, MIXTRAL_8X7B, MODELS, QWEN3_235B_A22B
 
 
 def test_deepseek_v3_by_hand() -> None:
@@ -76,7 +76,7 @@ def test_kimi_total_follows_its_config() -> None:
 def test_kimi_total_matches_the_released_weights() -> None:
     """The published count of the released model: the Hugging Face hub lists
     moonshotai/Kimi-K2-Instruct at 1026.5B parameters (its safetensors metadata, which also
-    counts the FP8 weights' 62.5M FP32 block scales: ``sim.validate.checkpoint``). The
+    counts the FP8 weights' 62.5M FP32 block scales: ``moesim.validate.checkpoint``). The
     config's count is within 0.01% of it; the tech report's rounder "1.04T" is 1.3% away
     (pinned above)."""
     assert param_counts(KIMI_K2).total == pytest.approx(1026.5e9, rel=0.001)
@@ -160,7 +160,7 @@ def test_deepseek_convention_on_v2_lite() -> None:
     # DeepSeek-V2-Lite (huggingface.co/deepseek-ai/DeepSeek-V2-Lite config.json; no q_lora):
     # published 15.7B total / 2.4B active. Its active figure, too, matches the count without
     # the input embedding (2.45B; 2.66B with it), the convention of DeepSeek-V3's "37B".
-    from sim.model import model_from_hf
+    from moesim.model import model_from_hf
     cfg = model_from_hf({
         "hidden_size": 2048, "num_hidden_layers": 27, "vocab_size": 102400,
         "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512,

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from sim.errors import ConfigError
-from sim.model import MODELS, ModelConfig, get_model, model_from_dict, model_from_hf
-from sim.model.layer_pattern import moe_layers_from_freq, moe_layers_qwen, parse_layer_freq
-from sim.model.presets import (
+from moesim.errors import ConfigError
+from moesim.model import MODELS, ModelConfig, get_model, model_from_dict, model_from_hf
+from moesim.model.layer_pattern import moe_layers_from_freq, moe_layers_qwen, parse_layer_freq
+from moesim.model.presets import (
     DEEPSEEK_V3,
     KIMI_K2,
     MIXTRAL_8X7B,

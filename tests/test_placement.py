@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import topologies as topo
-from sim.errors import ConfigError, FabricError
-from sim.layout import ParallelLayout
-from sim.placement import SPANS, GroupPlacement, place, placement_table
+from moesim import topologies as topo
+from moesim.errors import ConfigError, FabricError
+from moesim.parallel.layout import ParallelLayout
+from moesim.parallel.placement import SPANS, GroupPlacement, place, placement_table
 
 
 @cache

@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sim.commands_design import design as design_cmd
-from sim.commands_design import plan
-from sim.errors import ConfigError
-from sim.hardware import get_gpu
-from sim.layout import ParallelLayout
-from sim.model import get_model
-from sim.plan.bom import FAILURES_PER_GPU_DAY
-from sim.plan.candidates import check_layout, enumerate_candidates
-from sim.plan.design import DesignResult, design
-from sim.plan.report import to_markdown, to_record
-from sim.plan.spec import DesignSpec
+from moesim.cli.design import design as design_cmd
+from moesim.cli.design import plan
+from moesim.errors import ConfigError
+from moesim.hardware import get_gpu
+from moesim.model import get_model
+from moesim.parallel.layout import ParallelLayout
+from moesim.plan.bom import FAILURES_PER_GPU_DAY
+from moesim.plan.candidates import check_layout, enumerate_candidates
+from moesim.plan.design import DesignResult, design
+from moesim.plan.report import to_markdown, to_record
+from moesim.plan.spec import DesignSpec
 
 SMALL = DesignSpec(model="mixtral-8x7b", gpus=64, gpu="H800", fabric="rail-h800-64",
                    global_batch=512, simulate_top=2)

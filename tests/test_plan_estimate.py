@@ -6,17 +6,17 @@ import math
 
 import pytest
 
-import topologies
-from sim.hardware import get_gpu
-from sim.layout import ParallelLayout
-from sim.model import get_model, param_counts
-from sim.placement import place
-from sim.plan.bom import bill_of_materials
-from sim.plan.candidates import check_layout
-from sim.plan.estimate import estimate
-from sim.plan.evaluate import EpSim, composed_step_s, ep_scenario, sim_fabric_params, simulate_ep
-from sim.plan.fabric_view import FabricView
-from sim.plan.spec import DesignSpec
+from moesim import topologies
+from moesim.hardware import get_gpu
+from moesim.model import get_model, param_counts
+from moesim.parallel.layout import ParallelLayout
+from moesim.parallel.placement import place
+from moesim.plan.bom import bill_of_materials
+from moesim.plan.candidates import check_layout
+from moesim.plan.estimate import estimate
+from moesim.plan.evaluate import EpSim, composed_step_s, ep_scenario, sim_fabric_params, simulate_ep
+from moesim.plan.fabric_view import FabricView
+from moesim.plan.spec import DesignSpec
 
 
 def test_a2a_estimate_by_hand() -> None:

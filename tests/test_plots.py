@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from plots.congestion import link_rows
-from plots.stragglers import straggler_rows
-from plots.sweep import axis_columns, sweep_series
-from plots.timeline import kind_of
-from sim.commands_plot import KINDS, draw, plot
+from moesim.cli.plot import KINDS, draw, plot
+from moesim.plots.congestion import link_rows
+from moesim.plots.stragglers import straggler_rows
+from moesim.plots.sweep import axis_columns, sweep_series
+from moesim.plots.timeline import kind_of
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -165,7 +165,7 @@ def test_bad_input_is_one_line_and_status_2(args: list[str], message: str,
 
 def test_breakdown_heights_are_the_saved_values(saved: dict[str, Path], tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from plots import breakdown
+    from moesim.plots import breakdown
 
     captured: dict[str, Any] = {}
     real = breakdown.save

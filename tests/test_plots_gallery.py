@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from plots.gallery import DEGRADED_LINK, FAULT_CASE, SLOW_GPU, build_gallery, fault_case
-from sim.run import run_scenario
+from moesim.plots.gallery import DEGRADED_LINK, FAULT_CASE, SLOW_GPU, build_gallery, fault_case
+from moesim.runner.run import run_scenario
 
 
 def test_gallery_draws_a_case(tmp_path: Path) -> None:

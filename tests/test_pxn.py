@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import topologies
-from sim.engine.fabric import fabric_from_graph
-from sim.engine.pxn import PxnRouter
-from sim.engine.routing import Router
+from moesim import topologies
+from moesim.engine.fabric import fabric_from_graph
+from moesim.engine.pxn import PxnRouter
+from moesim.engine.routing import Router
 
 
 def _names(fabric, rs, i):  # type: ignore[no-untyped-def]

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from sim.errors import ConfigError
-from sim.router import (
+from moesim.errors import ConfigError
+from moesim.router import (
     BALANCED,
     UNIFORM,
     PopularityModel,
@@ -127,8 +127,8 @@ def test_more_hot_experts_than_experts() -> None:
 def test_docstring_examples() -> None:
     import doctest
 
-    import sim.router
-    from sim.router import alias, placement, route, sampling
+    import moesim.router
+    from moesim.router import alias, placement, route, sampling
 
-    for module in (sim.router, alias, placement, route, sampling):
+    for module in (moesim.router, alias, placement, route, sampling):
         assert doctest.testmod(module).failed == 0, module.__name__

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.router import RouterConfig, assign_experts, capacity_per_expert, route_tokens
-from sim.router.popularity import popularity_names
+from moesim.router import RouterConfig, assign_experts, capacity_per_expert, route_tokens
+from moesim.router.popularity import popularity_names
 
 
 @dataclass(frozen=True)

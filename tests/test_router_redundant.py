@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.errors import ConfigError
-from sim.router import RouterConfig, assign_experts, imbalance, route_tokens
-from sim.router.redundant import replicate_hot_experts
+from moesim.errors import ConfigError
+from moesim.router import RouterConfig, assign_experts, imbalance, route_tokens
+from moesim.router.redundant import replicate_hot_experts
 
 HOT8 = RouterConfig(kind="hot", hot_experts=1, hot_factor=8.0)
 MIXTRAL = dict(tokens_per_rank=1024, n_ranks=8, n_experts=8, top_k=2, seed=3, layer=1)

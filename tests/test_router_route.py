@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.router import (
+from moesim.router import (
     BALANCED,
     RouterConfig,
     RoutingResult,
@@ -16,7 +16,7 @@ from sim.router import (
     layer_popularity,
     route_tokens,
 )
-from sim.router.popularity import P_FLOOR_REL
+from moesim.router.popularity import P_FLOOR_REL
 
 SMALL = {"tokens_per_rank": 4, "n_ranks": 2, "n_experts": 4, "top_k": 2, "seed": 0, "layer": 0}
 BIG = {"tokens_per_rank": 2048, "n_ranks": 4, "n_experts": 16, "top_k": 2, "seed": 3, "layer": 1}

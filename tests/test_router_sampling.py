@@ -8,9 +8,9 @@ from itertools import permutations
 import numpy as np
 import pytest
 
-from sim.router.alias import alias_table, draw_alias, draws_needed, expected_distinct
-from sim.router.groups import sample_group_limited
-from sim.router.sampling import distinct_columns, first_distinct, race, sample_topk
+from moesim.router.alias import alias_table, draw_alias, draws_needed, expected_distinct
+from moesim.router.groups import sample_group_limited
+from moesim.router.sampling import distinct_columns, first_distinct, race, sample_topk
 
 P4 = np.array([0.4, 0.3, 0.2, 0.1])
 SAMPLES = 200_000

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from scenarios import resolve, scenario_names
-from sim.run import run_scenario
-from sim.scenario import load_scenario_file
-from sim.simulate import simulate
+from moesim.runner.group import simulate
+from moesim.runner.run import run_scenario
+from moesim.scenario import load_scenario_file
+from moesim.scenarios import resolve, scenario_names
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from sim.errors import ConfigError
-from sim.schedule import (
+from moesim.errors import ConfigError
+from moesim.schedule import (
     ONE_F_ONE_B,
     Op,
     Pass,

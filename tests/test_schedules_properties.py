@@ -9,7 +9,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.schedule import build_schedule, dependencies, simulate_schedule
+from moesim.schedule import build_schedule, dependencies, simulate_schedule
 
 
 @st.composite

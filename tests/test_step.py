@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from sim.errors import ConfigError
-from sim.layout import ParallelLayout
-from sim.model import ModelConfig, get_model
-from sim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
-from sim.simulate import simulate
-from sim.step import DEFAULT_FABRIC, StepSpec, run_step, simulate_step
-from sim.step.plan import build_plan, chunk_layers
-from sim.step.state import CATEGORIES
+from moesim.errors import ConfigError
+from moesim.model import ModelConfig, get_model
+from moesim.parallel.layout import ParallelLayout
+from moesim.runner.group import simulate
+from moesim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
+from moesim.step import DEFAULT_FABRIC, StepSpec, run_step, simulate_step
+from moesim.step.plan import build_plan, chunk_layers
+from moesim.step.state import CATEGORIES
 
 SEQ = 1024
 
@@ -115,7 +115,7 @@ def test_more_microbatches_raise_throughput() -> None:
 def test_chunk_layers_interleaved_order() -> None:
     # virtual stage c * pp + s: stage 0 holds layers 0 and 2, stage 1 holds 1 and 3
     assert chunk_layers(ParallelLayout(ep=4, dp=4, pp=2, vpp=2), 4) == ((0,), (1,), (2,), (3,))
-    # 61 layers on pp=8: 7, 8 x 6, 6 (sim.layout.stage_layers)
+    # 61 layers on pp=8: 7, 8 x 6, 6 (moesim.parallel.layout.stage_layers)
     assert [len(c) for c in chunk_layers(ParallelLayout(pp=8), 61)] == [7] + [8] * 6 + [6]
 
 
@@ -138,7 +138,7 @@ def test_chunk_layers_cover_every_layer_once(pp: int, vpp: int, extra: int) -> N
 def test_params_per_stage_add_up() -> None:
     spec = _spec(ParallelLayout(ep=4, dp=4, pp=2), microbatches=1)
     plan = build_plan(spec)
-    from sim.model import param_counts
+    from moesim.model import param_counts
 
     counts = param_counts(spec.model)
     assert sum(plan.dense_params) == counts.dense
@@ -149,7 +149,7 @@ def test_params_per_stage_add_up() -> None:
 def test_mfu_is_model_flops_over_peak() -> None:
     spec = _spec(ParallelLayout(ep=8, dp=8))
     r = run_step(spec)
-    from sim.model import training_flops
+    from moesim.model import training_flops
 
     flops = training_flops(spec.model, 8 * SEQ, SEQ, include_mtp=False)
     assert r.tflops_per_gpu == pytest.approx(flops / r.step_time_s / 8 / 1e12)
@@ -233,7 +233,7 @@ def test_dualpipe_overlap_hides_all_to_all(monkeypatch: pytest.MonkeyPatch) -> N
     """EP across 2 hosts of 4 GPUs, with an all-to-all that takes no SMs from compute: FB ops
     that overlap one pass's all-to-all with the other's compute expose less all-to-all than
     the same order run pass after pass; compute and the DP tail are unchanged."""
-    monkeypatch.setattr("sim.step.state.OVERLAP_DISPATCHER_SMS", 0)
+    monkeypatch.setattr("moesim.step.state.OVERLAP_DISPATCHER_SMS", 0)
     fabric = DUALPIPE_FABRIC
     lay = ParallelLayout(ep=8, dp=8)
     serial = run_step(_spec(lay, fabric=fabric, schedule="dualpipe", microbatches=3,
@@ -250,14 +250,14 @@ def test_dualpipe_overlap_hides_all_to_all(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_overlapped_all_to_all_takes_sms_from_compute(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The dispatcher of an FB op holds 20 of the H100's 132 SMs (sim.calibration): compute
+    """The dispatcher of an FB op holds 20 of the H100's 132 SMs (moesim.calibration): compute
     inside FB ops takes 132/112 as long, compute outside them is unchanged."""
     lay = ParallelLayout(ep=8, dp=8)
     spec = _spec(lay, fabric=DUALPIPE_FABRIC, schedule="dualpipe", microbatches=3)
     compute = CATEGORIES.index("compute")
     with_sms = simulate_step(spec)
     assert with_sms.overlap_compute_factor == pytest.approx(132 / 112, rel=1e-15)
-    monkeypatch.setattr("sim.step.state.OVERLAP_DISPATCHER_SMS", 0)
+    monkeypatch.setattr("moesim.step.state.OVERLAP_DISPATCHER_SMS", 0)
     free = simulate_step(spec)
     serial = simulate_step(_spec(lay, fabric=DUALPIPE_FABRIC, schedule="dualpipe",
                                  microbatches=3, fb_overlap=False))

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from test_step import _spec  # the same small Mixtral-shaped steps
 
-from sim.layout import ParallelLayout
-from sim.router import RouterConfig
-from sim.scenario.schema import FabricSpec
-from sim.step import StepSpec, simulate_step
-from sim.step.critical import PATH_CATEGORIES, CriticalPath, critical_path
-from sim.step.plan import route_layer
-from sim.step.state import CATEGORIES, StepState
+from moesim.parallel.layout import ParallelLayout
+from moesim.router import RouterConfig
+from moesim.scenario.schema import FabricSpec
+from moesim.step import StepSpec, simulate_step
+from moesim.step.critical import PATH_CATEGORIES, CriticalPath, critical_path
+from moesim.step.plan import route_layer
+from moesim.step.state import CATEGORIES, StepState
 
 RAIL2 = FabricSpec(preset="rail-h800-64", params=(("hosts", 2), ("gpu", "H100")),
                    multipath="dmodk", batch_window_rel=0.02)

@@ -1,5 +1,5 @@
 """``dispatcher: deepep``: DeepEP's two legs (a token once per node over RDMA, then NVLink
-forwarding) as the step's all-to-all traffic (sim.workload.deepep)."""
+forwarding) as the step's all-to-all traffic (moesim.workload.deepep)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sim.errors import ConfigError
-from sim.layout import ParallelLayout
-from sim.model import get_model
-from sim.router import UNIFORM, route_tokens
-from sim.scenario.schema import FabricSpec
-from sim.step import StepSpec, run_step
-from sim.step.plan import build_plan
-from sim.workload.deepep import hierarchical_tokens
+from moesim.errors import ConfigError
+from moesim.model import get_model
+from moesim.parallel.layout import ParallelLayout
+from moesim.router import UNIFORM, route_tokens
+from moesim.scenario.schema import FabricSpec
+from moesim.step import StepSpec, run_step
+from moesim.step.plan import build_plan
+from moesim.workload.deepep import hierarchical_tokens
 
 TWO_HOSTS = FabricSpec(preset="rail-h800-64", params=(("hosts", 2),), multipath="dmodk",
                        batch_window_rel=0.02)

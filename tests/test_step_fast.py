@@ -10,20 +10,20 @@ import numpy as np
 import pytest
 import simpy
 
-import sim.step.plan as plan_mod
-from sim.collectives.alltoall import AllToAll
-from sim.collectives.ring import ring_reduce_scatter
-from sim.engine.network import FlowNetwork
-from sim.errors import ConfigError
-from sim.fabric_build import build_graph
-from sim.layout import ParallelLayout
-from sim.model import ModelConfig, get_model
-from sim.router import RouterConfig, route_tokens
-from sim.scenario.schema import FabricSpec
-from sim.step import StepResult, StepSpec, run_step
-from sim.step.estimate import A2ATimer, HostRingTimer, ring_pairs
-from sim.step.fast import fast_plan, representative_ranks, run_fast_step
-from sim.step.subfabric import GraphIndex
+import moesim.step.plan as plan_mod
+from moesim.collectives.alltoall import AllToAll
+from moesim.collectives.ring import ring_reduce_scatter
+from moesim.engine.network import FlowNetwork
+from moesim.errors import ConfigError
+from moesim.fabric.build import build_graph
+from moesim.fabric.subfabric import GraphIndex
+from moesim.model import ModelConfig, get_model
+from moesim.parallel.layout import ParallelLayout
+from moesim.router import RouterConfig, route_tokens
+from moesim.scenario.schema import FabricSpec
+from moesim.step import StepResult, StepSpec, run_step
+from moesim.step.estimate import A2ATimer, HostRingTimer, ring_pairs
+from moesim.step.fast import fast_plan, representative_ranks, run_fast_step
 
 RAIL32 = FabricSpec(preset="rail-h800-64", params=(("hosts", 8), ("gpus_per_host", 4),
                                                    ("gpu", "H100")),
@@ -73,11 +73,11 @@ def test_degraded_link_of_another_replica_slows_full_mode_only(
 def test_fused_moe_layers_time_as_their_events(healthy: tuple[StepResult, StepResult],
                                                monkeypatch: pytest.MonkeyPatch,
                                                slow_rank: int | None) -> None:
-    """Fast mode runs each MoE layer as one timeout (sim.step.program._fused_moe); with the
+    """Fast mode runs each MoE layer as one timeout (moesim.step.program._fused_moe); with the
     fusion off every op and all-to-all is its own event again: the same step, booked alike
     (a slow GPU included: the representative itself, rank 0, or a member of its EP group,
     rank 1, whose late release delays the group's all-to-alls)."""
-    from sim.step.fast import FastState
+    from moesim.step.fast import FastState
 
     spec = _spec() if slow_rank is None else _spec(slow_gpus=((slow_rank, 1.7),))
     fused = healthy[1] if slow_rank is None else run_fast_step(spec)
@@ -211,8 +211,8 @@ def test_unknown_mode_names_the_field() -> None:
 
 def test_dp_ring_group_is_the_dense_dp_group() -> None:
     """The DP ring that fast mode's ring estimate and full mode's rings both take
-    (sim.step.tpcp.ring_group) is the DP x CP group."""
-    from sim.step.tpcp import dense_dp_group, ring_group
+    (moesim.step.tpcp.ring_group) is the DP x CP group."""
+    from moesim.step.tpcp import dense_dp_group, ring_group
 
     lay = ParallelLayout(tp=2, cp=2, pp=2, ep=4, dp=2)
     for rank in (0, 5, 11, 14):
@@ -224,7 +224,7 @@ def test_subfabric_is_the_induced_subgraph_fabric() -> None:
     renumbered in global order): same nodes, links, tiers and capacities, in the same order."""
     import networkx as nx
 
-    from sim.fabric_build import fabric_for
+    from moesim.fabric.build import fabric_for
 
     spec = FabricSpec(preset="rail-h200-4096", params=(("hosts", 96), ("gpu", "H200")),
                       multipath="dmodk")

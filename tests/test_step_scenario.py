@@ -9,10 +9,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from scenarios import resolve, scenario_names
-from sim.cli import main
-from sim.errors import ConfigError
-from sim.step.scenario import load_step_file, step_from_dict
+from moesim.cli import main
+from moesim.errors import ConfigError
+from moesim.scenarios import resolve, scenario_names
+from moesim.step.scenario import load_step_file, step_from_dict
 
 TINY: dict[str, object] = {
     "name": "tiny",
@@ -108,7 +108,7 @@ def test_cli_overrides_microbatches_and_mode(tmp_path: Path) -> None:
 
 def test_fp32_gradient_reduce_moves_twice_the_bytes() -> None:
     """Megatron's default reduce-scatters fp32 gradients; with --grad-reduce-in-bf16 half."""
-    from sim.step.run import simulate_step
+    from moesim.step.run import simulate_step
 
     flows = {}
     for dtype in ("fp32", "bf16"):
@@ -123,8 +123,8 @@ def test_fp8_compute_speeds_the_gemms_only() -> None:
     """``compute_dtype: fp8``: the layers' GEMMs run at the FP8 matmul rate (the experts' large
     grouped GEMMs by about FP8 / BF16 MAMF = 1402.6 / 794.5); the attention core and the LM
     head stay BF16."""
-    from sim.hardware import H100
-    from sim.step.plan import build_plan
+    from moesim.hardware import H100
+    from moesim.step.plan import build_plan
 
     plans = {dt: build_plan(step_from_dict({**TINY, "compute_dtype": dt}).spec)
              for dt in ("bf16", "fp8")}

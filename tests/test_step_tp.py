@@ -7,17 +7,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sim.errors import ConfigError
-from sim.hardware import get_gpu
-from sim.hardware.attention import attention_flops
-from sim.layout import ParallelLayout
-from sim.model import ModelConfig, get_model, training_flops
-from sim.step import StepSpec, run_step, simulate_step
-from sim.step.plan import build_plan, route_layer
-from sim.step.spec import DEFAULT_FABRIC
-from sim.step.state import CATEGORIES
-from sim.step.tpcp import CP_TAG, TP_TAG, dense_dp_group
-from sim.workload.costs import LayerShape, attention_block_s, attention_core_s, ffn_s
+from moesim.errors import ConfigError
+from moesim.hardware import get_gpu
+from moesim.hardware.attention import attention_flops
+from moesim.model import ModelConfig, get_model, training_flops
+from moesim.parallel.layout import ParallelLayout
+from moesim.step import StepSpec, run_step, simulate_step
+from moesim.step.plan import build_plan, route_layer
+from moesim.step.spec import DEFAULT_FABRIC
+from moesim.step.state import CATEGORIES
+from moesim.step.tpcp import CP_TAG, TP_TAG, dense_dp_group
+from moesim.workload.costs import LayerShape, attention_block_s, attention_core_s, ffn_s
 
 SEQ = 1024
 # hgx-h100 preset: GPU <-> NVSwitch links of 450 GB/s per direction, 1665 ns each; a GPU-to-GPU

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from sim.commands_sweep import sweep
-from sim.sweep import load_sweep_file, read_rows, run_sweep, summary_path, sweep_from_dict
-from sim.sweep.row import ID_COLUMN, row_columns
+from moesim.cli.sweep import sweep
+from moesim.sweep import load_sweep_file, read_rows, run_sweep, summary_path, sweep_from_dict
+from moesim.sweep.row import ID_COLUMN, row_columns
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"workload.layers": 1, "workload.backward": False, "workload.tokens_per_rank": 512}
@@ -53,7 +53,7 @@ def test_killed_process_resumes_without_loss_or_repeat(tmp_path: Path) -> None:
     many = {**SPEC, "seeds": {"count": 6, "start": 1}}
     spec_file.write_text(yaml.safe_dump(many))
     out = tmp_path / "kill.csv"
-    code = "import sys; from sim.commands_sweep import sweep; sweep.main(sys.argv[1:])"
+    code = "import sys; from moesim.cli.sweep import sweep; sweep.main(sys.argv[1:])"
     proc = subprocess.Popen([sys.executable, "-c", code, str(spec_file), "--out", str(out)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -104,7 +104,7 @@ def test_pool_inline_and_dask_give_the_same_rows(tmp_path: Path) -> None:
 def test_other_sweeps_file_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     out.write_text(",".join(row_columns(("router.alpha",))) + "\n")
-    from sim.errors import ConfigError
+    from moesim.errors import ConfigError
     with pytest.raises(ConfigError, match="different sweep"):
         run_sweep(sweep_from_dict(SPEC), out)
 
@@ -113,8 +113,8 @@ def test_rows_from_another_base_or_build_are_not_resumed(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Point ids hash the axis values only: a file computed from another base scenario, or by
     another moesim build, is refused instead of being resumed into a mixed table."""
-    import sim.sweep.fingerprint as fp
-    from sim.errors import ConfigError
+    import moesim.sweep.fingerprint as fp
+    from moesim.errors import ConfigError
 
     out = tmp_path / "r.csv"
     run_sweep(sweep_from_dict(SPEC), out, max_points=2)

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sim.errors import ConfigError
-from sim.sweep import load_sweep_file, point_scenario, summarize, sweep_from_dict
-from sim.sweep.paths import check_path, set_path
-from sim.sweep.row import format_value
+from moesim.errors import ConfigError
+from moesim.sweep import load_sweep_file, point_scenario, summarize, sweep_from_dict
+from moesim.sweep.paths import check_path, set_path
+from moesim.sweep.row import format_value
 
 TINY = {"workload.layers": 1, "workload.backward": False, "workload.tokens_per_rank": 512}
 SWEEP_DIR = Path(__file__).resolve().parent.parent / "scenarios" / "sweeps"

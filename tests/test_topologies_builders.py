@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topologies import (
+from moesim.topologies import (
     TopologyError,
     equal_cost_paths,
     fat_tree,
@@ -203,5 +203,5 @@ def test_unknown_choice_lists_allowed() -> None:
 @pytest.mark.parametrize("module", ["hgx", "rail", "nvl72", "mpft", "fat_tree", "faults",
                                     "registry"])
 def test_docstring_examples_run(module: str) -> None:
-    result = doctest.testmod(importlib.import_module(f"topologies.{module}"))
+    result = doctest.testmod(importlib.import_module(f"moesim.topologies.{module}"))
     assert result.attempted > 0 and result.failed == 0

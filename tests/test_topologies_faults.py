@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from topologies import (
+from moesim.topologies import (
     TopologyError,
     apply_faults,
     equal_cost_paths,

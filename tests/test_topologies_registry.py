@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from topologies import (
+from moesim.topologies import (
     TOPOLOGIES,
     TopologyError,
     build,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topologies import (
+from moesim.topologies import (
     bisection_gbps,
     fat_tree,
     hgx_node,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from plots.fabric import draw_fabric, layout
-from topologies import fat_tree, rail_fat_tree
+from moesim.plots.fabric import draw_fabric, layout
+from moesim.topologies import fat_tree, rail_fat_tree
 
 
 def test_draws_png_and_svg(tmp_path: Path) -> None:

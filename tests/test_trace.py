@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from scenarios import resolve
-from sim.commands_plot import save_run_option, trace_option, write_run_files
-from sim.report.result import Result
-from sim.report.timeline import FORMAT, run_record, save_run
-from sim.report.trace import (
+from moesim.cli.plot import save_run_option, trace_option, write_run_files
+from moesim.results.result import Result
+from moesim.results.timeline import FORMAT, run_record, save_run
+from moesim.results.trace import (
     COMM_TID,
     COMPUTE_TID,
     US_PER_S,
@@ -25,9 +24,10 @@ from sim.report.trace import (
     check_sequential,
     write_chrome_trace,
 )
-from sim.run import run_scenario
-from sim.scenario import load_scenario_file
-from sim.simulate import Simulation, simulate
+from moesim.runner.group import Simulation, simulate
+from moesim.runner.run import run_scenario
+from moesim.scenario import load_scenario_file
+from moesim.scenarios import resolve
 
 PHASES = {"X", "M", "C", "i", "s", "f"}  # the event types this writer may emit
 

@@ -7,17 +7,17 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from sim.commands_validate import validate
-from sim.errors import ConfigError
-from sim.model import get_model
-from sim.validate import CASES, Case, judge, register_runner, render_table, run_case, run_cases
-from sim.validate.step import (
+from moesim.cli.validate import validate
+from moesim.errors import ConfigError
+from moesim.model import get_model
+from moesim.validate import CASES, Case, judge, register_runner, render_table, run_case, run_cases
+from moesim.validate.step import (
     DEEPSEEK_MEASURED_COST_RATIO,
     MEASURED_OVERPREDICTION,
     megatron_v09_flops,
     simulate_mixtral,
 )
-from sim.validate.table import FAIL, NOT_SIMULABLE, PASS, CaseResult
+from moesim.validate.table import FAIL, NOT_SIMULABLE, PASS, CaseResult
 
 STEP = "Mixtral 8x7B, 64x H100, TP1 EP8 PP4 VPP8"
 
@@ -64,7 +64,7 @@ def test_mixtral_step_simulated(results: dict[str, CaseResult]) -> None:
 def test_training_cost_is_gpu_hours_per_trillion_tokens(results: dict[str, CaseResult]
                                                         ) -> None:
     """DeepSeek-V3: step time x 2048 GPUs over the 15360 x 4096 tokens of a step, per 1e12."""
-    from sim.validate.step import simulate_gpu_hours
+    from moesim.validate.step import simulate_gpu_hours
 
     r = results["DeepSeek-V3 pre-training, 2048 H800, PP16 EP64 DP128"]
     hours, step = simulate_gpu_hours("deepseek-v3-2048xh800")

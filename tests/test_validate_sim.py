@@ -1,20 +1,20 @@
-"""The engine harness and the DeepEP / NCCL runners of sim.validate, on hand-checked cases."""
+"""The engine harness and the DeepEP / NCCL runners of moesim.validate, on hand-checked cases."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import topologies
-from sim.calibration import (
+from moesim import topologies
+from moesim.calibration import (
     IB_ACHIEVABLE_FRACTION,
     KERNEL_LAUNCH_OVERHEAD_S,
     NVLINK_H100_ACHIEVABLE_FRACTION,
     NVLINK_H800_ACHIEVABLE_FRACTION,
 )
-from sim.model import get_model, param_counts, training_flops
-from sim.validate.checkpoint import block_scales, checkpoint_elements, fp8_scale_elements
-from sim.validate.deepep import (
+from moesim.model import get_model, param_counts, training_flops
+from moesim.validate.checkpoint import block_scales, checkpoint_elements, fp8_scale_elements
+from moesim.validate.deepep import (
     DeepEPSetup,
     internode_flows,
     intranode_flows,
@@ -22,11 +22,11 @@ from sim.validate.deepep import (
     simulate_deepep,
     token_hits,
 )
-from sim.validate.flows import FlowBatch, run_flows, with_loopbacks
-from sim.validate.nccl import GIB, simulate_alltoall, uniform_alltoall
-from sim.validate.step import megatron_v09_flops, mixtral_spec
+from moesim.validate.flows import FlowBatch, run_flows, with_loopbacks
+from moesim.validate.nccl import GIB, simulate_alltoall, uniform_alltoall
+from moesim.validate.step import megatron_v09_flops, mixtral_spec
 
-NVLINK_LAT_S = 2 * 1665e-9  # gpu -> nvswitch -> gpu (topologies.constants)
+NVLINK_LAT_S = 2 * 1665e-9  # gpu -> nvswitch -> gpu (moesim.topologies.constants)
 H800_NVL_BPS = 200e9 * NVLINK_H800_ACHIEVABLE_FRACTION
 
 

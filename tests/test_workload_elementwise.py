@@ -1,16 +1,16 @@
-"""Memory-bound kernels added to each MoE layer's costs (sim.workload.elementwise), by hand."""
+"""Memory-bound kernels added to each MoE layer's costs (moesim.workload.elementwise), by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sim.calibration import HBM_ACHIEVABLE_FRACTION, KERNEL_LAUNCH_OVERHEAD_S
-from sim.hardware import get_gpu
-from sim.model import get_model
-from sim.router import RouterConfig, route_tokens
-from sim.workload.costs import LayerShape, attention_block_s, layer_costs
-from sim.workload.elementwise import (
+from moesim.calibration import HBM_ACHIEVABLE_FRACTION, KERNEL_LAUNCH_OVERHEAD_S
+from moesim.hardware import get_gpu
+from moesim.model import get_model
+from moesim.router import RouterConfig, route_tokens
+from moesim.workload.costs import LayerShape, attention_block_s, layer_costs
+from moesim.workload.elementwise import (
     extra_bwd_bytes,
     extra_fwd_bytes,
     permute_bytes,

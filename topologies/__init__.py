@@ -20,16 +20,19 @@ Schema (consumed by the simulator's engine):
 
 from __future__ import annotations
 
-from topologies.constants import LATENCY, NVLINK_BW_GBPS, LatencyProfile
-from topologies.errors import TopologyError
-from topologies.fat_tree import fat_tree
-from topologies.faults import apply_faults
-from topologies.hgx import hgx_node
-from topologies.mpft import multi_plane_fat_tree
-from topologies.nvl72 import nvl72
-from topologies.rail import RailSpec, rail_fat_tree
-from topologies.registry import TOPOLOGIES, build, load_preset, preset_names, register
-from topologies.summary import bisection_gbps, equal_cost_paths, gpu_nodes, summarize
+from moesim.topologies.constants import LATENCY, NVLINK_BW_GBPS, LatencyProfile
+from moesim.topologies.errors import TopologyError
+from moesim.topologies.fat_tree import fat_tree
+from moesim.topologies.faults import apply_faults
+from moesim.topologies.hgx import hgx_node
+from moesim.topologies.mpft import multi_plane_fat_tree
+from moesim.topologies.nvl72 import nvl72
+from moesim.topologies.rail import RailSpec, rail_fat_tree
+from moesim.topologies.registry import TOPOLOGIES, build, load_preset, preset_names, register
+from moesim.topologies.summary import bisection_gbps, equal_cost_paths, gpu_nodes, summarize
+
+if __name__ != "moesim.topologies":  # topologies/ is not a top-level name
+    raise ImportError("import moesim.topologies: moesim installs topologies/ under its own name")
 
 __all__ = [
     "LATENCY",

@@ -8,8 +8,8 @@ from typing import Any
 
 import networkx as nx
 
-from topologies.constants import FABRICS, LATENCY, LatencyProfile
-from topologies.errors import TopologyError
+from moesim.topologies.constants import FABRICS, LATENCY, LatencyProfile
+from moesim.topologies.errors import TopologyError
 
 SWITCH_TIER: dict[str, int] = {"nvswitch": 0, "leaf": 1, "spine": 2, "core": 3}
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from topologies._graph import (
+from moesim.topologies._graph import (
     add_link,
     add_switch,
     check_choice,
@@ -30,8 +30,8 @@ from topologies._graph import (
     latency_for,
     new_graph,
 )
-from topologies.constants import CX7_BW_GBPS, NVLINK_BW_GBPS, pcie_bw_for
-from topologies.errors import TopologyError
+from moesim.topologies.constants import CX7_BW_GBPS, NVLINK_BW_GBPS, pcie_bw_for
+from moesim.topologies.errors import TopologyError
 
 
 def fat_tree(

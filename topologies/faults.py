@@ -4,7 +4,7 @@ A fault is a mapping ``{"link": (u, v), "kind": "degrade", "factor": 0.5}`` (bot
 directions keep ``factor`` of their bandwidth, 0 < factor <= 1) or
 ``{"link": (u, v), "kind": "down"}`` (both directed edges removed). After the faults, every
 pair of GPUs that could reach each other before without transiting another GPU must still
-do so; otherwise :class:`~topologies.errors.TopologyError` names the first down link that
+do so; otherwise :class:`~moesim.topologies.errors.TopologyError` names the first down link that
 cut them apart. (Pairs that were never connected, e.g. different planes of a multi-plane
 fat tree without PXN, are not held against the faults.)
 """
@@ -17,8 +17,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from topologies.errors import TopologyError
-from topologies.summary import gpu_nodes
+from moesim.topologies.errors import TopologyError
+from moesim.topologies.summary import gpu_nodes
 
 FAULT_KINDS = ("degrade", "down")
 
@@ -94,7 +94,7 @@ def lost_pair(before: nx.DiGraph, after: nx.DiGraph) -> tuple[str, str] | None:
 def apply_faults(graph: nx.DiGraph, faults: Iterable[Mapping[str, Any]]) -> nx.DiGraph:
     """A new graph with ``faults`` applied; raises if a down link disconnects two GPUs.
 
-    >>> from topologies.rail import rail_fat_tree
+    >>> from moesim.topologies.rail import rail_fat_tree
     >>> g = rail_fat_tree(4, hosts_per_su=4)
     >>> h = apply_faults(g, [{"link": ("leaf.r0.su0", "spine.0"), "kind": "degrade",
     ...                       "factor": 0.5}])

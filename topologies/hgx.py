@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from topologies._graph import (
+from moesim.topologies._graph import (
     Link,
     add_links,
     add_switch,
@@ -25,7 +25,7 @@ from topologies._graph import (
     latency_for,
     new_graph,
 )
-from topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, pcie_bw_for
+from moesim.topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, pcie_bw_for
 
 HGX_GPUS_PER_HOST = 8
 
@@ -63,7 +63,7 @@ def hgx_node(
     """HGX 8-GPU host(s): one NVSwitch domain per host, one NIC per GPU (unconnected).
 
     With ``hosts > 1`` the hosts are separate islands (no scale-out network); use
-    :func:`topologies.rail.rail_fat_tree` to join them.
+    :func:`moesim.topologies.rail.rail_fat_tree` to join them.
 
     >>> g = hgx_node("H100")
     >>> g.graph["nvlink_domain_size"], g.number_of_nodes()

@@ -14,7 +14,7 @@ Each plane is an independent two-tier fat tree: planes share no switch. As in De
 deployment ("Insights into DeepSeek-V3", ISCA'25, §5.1: 8 planes, each GPU-NIC pair on its
 own plane, 64-port 400G switches) traffic between different planes of different hosts has no
 path that avoids GPUs: it needs intra-node forwarding (PXN through a peer GPU), which is an
-engine option; :func:`topologies.summary.equal_cost_paths` counts 0 such paths.
+engine option; :func:`moesim.topologies.summary.equal_cost_paths` counts 0 such paths.
 
 Node names: leaves ``leaf.pl{plane}.{j}`` (leaf j serves hosts j*hosts_per_leaf ...),
 spines ``spine.pl{plane}.{j}``; NICs carry ``plane``. With ``planes < gpus_per_host``
@@ -27,7 +27,7 @@ import math
 
 import networkx as nx
 
-from topologies._graph import (
+from moesim.topologies._graph import (
     add_link,
     add_switch,
     check_choice,
@@ -37,9 +37,9 @@ from topologies._graph import (
     new_graph,
     ports,
 )
-from topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, SWITCH_RADIX
-from topologies.errors import TopologyError
-from topologies.hgx import add_hosts
+from moesim.topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, SWITCH_RADIX
+from moesim.topologies.errors import TopologyError
+from moesim.topologies.hgx import add_hosts
 
 
 def _add_plane(

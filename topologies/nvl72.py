@@ -7,7 +7,7 @@
     h0/gpu0 .. h0/gpu3  h1/gpu0 ..  ...  h17/gpu3        (18 compute trays x 4 GPUs)
        |          |        |                 |          pcie
     h0/nic0 .. h0/nic3  h1/nic0 ..  ...  h17/nic3        NIC i of every tray -> rail i
-       \\__ leaf.r0.su0 __/  ...   leaf.r3.su0            (see topologies.rail)
+       \\__ leaf.r0.su0 __/  ...   leaf.r3.su0            (see moesim.topologies.rail)
 
 Assumptions (NVIDIA GB200 NVL72 product page / DGX GB200 datasheet): a rack is 18
 compute trays ("hosts") of 2 Grace CPUs + 4 Blackwell GPUs and 9 NVLink switch trays;
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from topologies._graph import (
+from moesim.topologies._graph import (
     add_link,
     add_switch,
     check_choice,
@@ -33,8 +33,14 @@ from topologies._graph import (
     latency_for,
     new_graph,
 )
-from topologies.constants import CX7_BW_GBPS, NVL72_GPUS, NVLINK_BW_GBPS, SWITCH_RADIX, pcie_bw_for
-from topologies.rail import RailSpec, add_rail_fabric
+from moesim.topologies.constants import (
+    CX7_BW_GBPS,
+    NVL72_GPUS,
+    NVLINK_BW_GBPS,
+    SWITCH_RADIX,
+    pcie_bw_for,
+)
+from moesim.topologies.rail import RailSpec, add_rail_fabric
 
 TRAYS_PER_RACK = 18
 GPUS_PER_TRAY = 4

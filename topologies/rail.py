@@ -11,7 +11,7 @@
     h0/gpu0 ...      h0/gpu7     (NVSwitch per host)  rail leaf i of that SU
 
 Node names: leaves ``leaf.r{rail}.su{su}``; spines ``spine.{j}`` (2 tiers) or
-``spine.p{pod}.{j}`` (3 tiers); cores ``core.{c}``; hosts as in :mod:`topologies.hgx`.
+``spine.p{pod}.{j}`` (3 tiers); cores ``core.{c}``; hosts as in :mod:`moesim.topologies.hgx`.
 
 Sizing (one directed edge per switch pair, carrying the pair's aggregate bandwidth):
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from topologies._graph import (
+from moesim.topologies._graph import (
     Link,
     add_links,
     add_switch,
@@ -42,8 +42,8 @@ from topologies._graph import (
     new_graph,
     ports,
 )
-from topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, SWITCH_RADIX
-from topologies.hgx import add_hosts
+from moesim.topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, SWITCH_RADIX
+from moesim.topologies.hgx import add_hosts
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A preset file has ``builder`` (a registered builder name), optional ``description`` and
 ``params`` (keyword arguments of the builder, units in comments). ``load_preset(name,
 **overrides)`` merges ``overrides`` over ``params``; unknown keys raise
-:class:`~topologies.errors.TopologyError` naming the key and listing the allowed ones.
+:class:`~moesim.topologies.errors.TopologyError` naming the key and listing the allowed ones.
 The built graph's ``name`` is the preset name unless ``name`` is overridden.
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 import networkx as nx
 import yaml
 
-from topologies.errors import TopologyError
-from topologies.fat_tree import fat_tree
-from topologies.hgx import hgx_node
-from topologies.mpft import multi_plane_fat_tree
-from topologies.nvl72 import nvl72
-from topologies.rail import rail_fat_tree
+from moesim.topologies.errors import TopologyError
+from moesim.topologies.fat_tree import fat_tree
+from moesim.topologies.hgx import hgx_node
+from moesim.topologies.mpft import multi_plane_fat_tree
+from moesim.topologies.nvl72 import nvl72
+from moesim.topologies.rail import rail_fat_tree
 
 Builder = Callable[..., nx.DiGraph]
 PRESET_DIR = Path(__file__).parent / "presets"

@@ -15,8 +15,8 @@ from typing import Any
 
 import networkx as nx
 
-from topologies._graph import SWITCH_TIER, ports
-from topologies.errors import TopologyError
+from moesim.topologies._graph import SWITCH_TIER, ports
+from moesim.topologies.errors import TopologyError
 
 SCALE_OUT_TIERS = ("nic", "leaf_spine", "spine_core")
 

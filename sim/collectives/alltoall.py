@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from sim.engine.network import FlowNetwork
+from moesim.engine.network import FlowNetwork
 
 
 @dataclass

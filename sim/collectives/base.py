@@ -6,7 +6,7 @@ from typing import Self
 
 import numpy as np
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 
 class RankStarted:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
-from sim.engine.network import FlowNetwork
-from sim.errors import ConfigError
+from moesim.engine.network import FlowNetwork
+from moesim.errors import ConfigError
 
 
 def send(

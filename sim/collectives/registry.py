@@ -3,7 +3,7 @@
 An algorithm is a factory ``(net, gpus, size_bytes, op, *, reduce_s, tag) -> collective``
 where ``op`` is one of :data:`OPS`; the collective is built unstarted and exposes
 ``start()``, ``start_rank(rank)``, ``done`` and ``rank_done`` (see
-:class:`sim.collectives.ring.RingCollective`). A duplicate name is an error.
+:class:`moesim.collectives.ring.RingCollective`). A duplicate name is an error.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Protocol
 import numpy as np
 import simpy
 
-from sim.collectives import ring, tree
-from sim.engine.network import FlowNetwork
-from sim.errors import ConfigError
+from moesim.collectives import ring, tree
+from moesim.engine.network import FlowNetwork
+from moesim.errors import ConfigError
 
 OPS = ("reduce_scatter", "all_gather", "all_reduce")
 

@@ -31,9 +31,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
-from sim.collectives.base import RankStarted
-from sim.engine.network import FlowNetwork
-from sim.errors import ConfigError
+from moesim.collectives.base import RankStarted
+from moesim.engine.network import FlowNetwork
+from moesim.errors import ConfigError
 
 ReduceTime = float | Callable[[float], float]
 """Seconds to reduce one received chunk: a constant, or chunk bytes -> seconds."""

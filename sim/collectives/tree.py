@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
-from sim.collectives.base import RankStarted
-from sim.collectives.ring import ReduceTime, validate_collective
-from sim.engine.network import FlowNetwork
-from sim.errors import ConfigError
+from moesim.collectives.base import RankStarted
+from moesim.collectives.ring import ReduceTime, validate_collective
+from moesim.engine.network import FlowNetwork
+from moesim.errors import ConfigError
 
 
 class TreeAllReduce(RankStarted):

@@ -10,7 +10,7 @@ capacity it frees is handed out only at the batch's end, at most that late.
 
 Measuring age from the latest start on a flow's links, not from the oldest flow anywhere,
 keeps a collective that starts next to long-running flows from inheriting their long
-windows. What eps buys in accuracy is an empirical matter; see :mod:`sim.engine.network`.
+windows. What eps buys in accuracy is an empirical matter; see :mod:`moesim.engine.network`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ An optional per-tier *achievable fraction* derates line rate to what
 collectives measure in practice (calibration constants live with the caller).
 
 :class:`LinkTable` reads a graph's links into arrays once, so that the fabric of any node
-subset (fast mode's sub-fabrics, :mod:`sim.step.subfabric`) is a few numpy calls.
+subset (fast mode's sub-fabrics, :mod:`moesim.fabric.subfabric`) is a few numpy calls.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from sim.errors import FabricError
+from moesim.errors import FabricError
 
 GB = 1e9
 

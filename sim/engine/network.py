@@ -1,8 +1,8 @@
 """Flows on a fabric inside a SimPy environment, sharing links max-min fairly.
 
 A transfer is a flow routed over directed links. Between events every active
-flow moves at a constant rate; rates are re-solved (:mod:`sim.engine.ratesolver`,
-:mod:`sim.engine.maxmin`) only when the set of active flows changes, and at most
+flow moves at a constant rate; rates are re-solved (:mod:`moesim.engine.ratesolver`,
+:mod:`moesim.engine.maxmin`) only when the set of active flows changes, and at most
 once per simulated instant: starts and finishes at one timestamp are batched
 into a single solve, which runs at ``LATE`` priority, after every ordinary event
 of that instant. A solve re-computes only the flows whose rates the change can
@@ -10,10 +10,10 @@ reach; the others keep their rates exactly.
 
 A flow's last byte arrives ``latency_s`` (its path latency) after it drains. Flows that start
 alone on their links while no solved flow is active are timed in closed form
-(:mod:`sim.engine.solo`) until a flow joins one of their links.
+(:mod:`moesim.engine.solo`) until a flow joins one of their links.
 
 Finish batching (``batch_window_rel`` = eps > 0) trades exactness for fewer
-solves (:mod:`sim.engine.batching`): flows due to drain close together finish in
+solves (:mod:`moesim.engine.batching`): flows due to drain close together finish in
 one batch, each at its own drain time under the current rates, and the capacity
 they free is handed out at the batch's end, at most eps x (the age of the
 youngest flow on their links) late. eps = 0 is the exact fluid max-min model.
@@ -34,14 +34,14 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
-from sim.engine import batching
-from sim.engine.active import ActiveFlows
-from sim.engine.fabric import Fabric, implied_partner
-from sim.engine.flowtable import FLOW_COLUMNS, GROUP_COLUMNS, Columns, PairStore
-from sim.engine.linkstats import LinkStats
-from sim.engine.ratesolver import RateSolver
-from sim.engine.routing import Router
-from sim.engine.solo import SoloSet, alone, moved_bytes
+from moesim.engine import batching
+from moesim.engine.active import ActiveFlows
+from moesim.engine.fabric import Fabric, implied_partner
+from moesim.engine.flowtable import FLOW_COLUMNS, GROUP_COLUMNS, Columns, PairStore
+from moesim.engine.linkstats import LinkStats
+from moesim.engine.ratesolver import RateSolver
+from moesim.engine.routing import Router
+from moesim.engine.solo import SoloSet, alone, moved_bytes
 
 LATE = 2
 """SimPy priority of the network's own events: after URGENT (0) and NORMAL (1)."""
@@ -102,7 +102,7 @@ class FlowNetwork:
         self.groups = Columns(GROUP_COLUMNS, capacity=256)
         self._g_event: list[simpy.Event] = []
         self._g_drained: dict[int, simpy.Event] = {}  # groups someone waits to drain
-        self._solos = SoloSet(n_links)  # flows alone on their links (sim.engine.solo)
+        self._solos = SoloSet(n_links)  # flows alone on their links (moesim.engine.solo)
         self._replaying = False  # _materialize: solved flows joining as of their start
 
     # ---------------------------------------------------------------- API
@@ -292,7 +292,7 @@ class FlowNetwork:
             wake_s = max(now + wake_s - self.env.now, 0.0)
         _Late(self.env, wake_s, self._on_event, self._gen)
 
-    # ------------------------------------------------ flows alone (sim.engine.solo)
+    # ------------------------------------------------ flows alone (moesim.engine.solo)
     def _alone_pairs(self, net: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The hops of the new flows ``net`` (:meth:`_pairs`) if they can run alone: no solved

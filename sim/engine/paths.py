@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.fabric import Fabric
+from moesim.engine.fabric import Fabric
 
 BLOCK_ELEMENTS = 1 << 22
 """Destinations per block are chosen so that a block's tables hold about this many entries."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.routing import Router, RouteSet
+from moesim.engine.routing import Router, RouteSet
 
 
 class PxnRouter(Router):

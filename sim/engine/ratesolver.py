@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.maxmin import Allocation, link_sum, solve
+from moesim.engine.maxmin import Allocation, link_sum, solve
 
 KEEP_RTOL = 1e-6
 """A flow keeps its rate if it is below ``T x (1 - KEEP_RTOL)`` (a margin over the solver's

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sim.engine.fabric import Fabric
-from sim.errors import FabricError
+from moesim.engine.fabric import Fabric
+from moesim.errors import FabricError
 
 Builder = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """(srcs, dsts sorted) -> padded (links, weights) rows, link -1 as padding."""

@@ -2,7 +2,7 @@
 
 GPUs are endpoints and never transit. For each destination GPU the router keeps, for every
 node, its hop distance to the destination (one reverse breadth-first search, run for a
-block of destinations at once, see :mod:`sim.engine.paths`); a link u->v lies on an
+block of destinations at once, see :mod:`moesim.engine.paths`); a link u->v lies on an
 equal-cost path when ``dist[v] == dist[u] - 1``.
 
 - ``ecmp``: each switch picks one next hop by a deterministic hash of
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.engine.fabric import Fabric
-from sim.engine.paths import LinkOrder, NextHops, mix_hash
-from sim.engine.routecache import RouteTable
-from sim.errors import ConfigError, FabricError
+from moesim.engine.fabric import Fabric
+from moesim.engine.paths import LinkOrder, NextHops, mix_hash
+from moesim.engine.routecache import RouteTable
+from moesim.errors import ConfigError, FabricError
 
 MULTIPATH_MODES = ("ecmp", "dmodk", "spray")
 

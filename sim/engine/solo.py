@@ -4,7 +4,7 @@ Most point-to-point sends of a pipelined step start on an idle network and drain
 next flow starts (fast mode at 9,216 GPUs: 839 of 840 pipeline sends); the sends of one ring
 step of a TP group cross disjoint links. A flow whose links no other flow uses gets, under
 max-min sharing, the least ``cap / weight`` over them and drains ``size / rate`` later.
-While no solver flow is active, :class:`sim.engine.network.FlowNetwork` runs such flows here
+While no solver flow is active, :class:`moesim.engine.network.FlowNetwork` runs such flows here
 (:class:`SoloSet`), charging the link counters as a solve would, and skips their rate solves.
 When a flow starts that shares a link with one of them, or cannot be timed alone, they all
 join the active set *as of their own starts* (``FlowNetwork._materialize``), and the run goes
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.engine.maxmin import LEVEL_RTOL
+from moesim.engine.maxmin import LEVEL_RTOL
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class SoloSet:
 def alone(fid: int, t0_s: float, size_bytes: float, hops: np.ndarray, weights: np.ndarray,
           solve_map: np.ndarray, load_of: np.ndarray, cap_Bps: np.ndarray) -> Solo:
     """The rates the solver would give flow ``fid`` alone (``solve_map`` / ``load_of`` as
-    :class:`sim.engine.network.FlowNetwork` keeps them: implied links dropped, then charged
+    :class:`moesim.engine.network.FlowNetwork` keeps them: implied links dropped, then charged
     their partner's load)."""
     pad = cap_Bps.shape[0]
     mapped = solve_map[hops]

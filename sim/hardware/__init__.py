@@ -1,6 +1,6 @@
 """Hardware: GPU presets and the roofline compute-time model.
 
->>> from sim.hardware import get_gpu, gemm_time_s
+>>> from moesim.hardware import get_gpu, gemm_time_s
 >>> t = gemm_time_s(get_gpu("H100"), 8192, 8192, 8192)
 >>> round(t * 1e3, 3)  # ms, at the measured 794.5 TFLOP/s plus one launch
 1.387
@@ -8,10 +8,10 @@
 
 from __future__ import annotations
 
-from sim.hardware.attention import attention_backward_time_s, attention_flops, attention_time_s
-from sim.hardware.dtypes import DTYPES, OUTPUT_BYTES, check_dtype, input_bytes
-from sim.hardware.gpus import B200, GB200, GPUS, H100, H200, H800, GpuSpec, get_gpu, register_gpu
-from sim.hardware.roofline import (
+from moesim.hardware.attention import attention_backward_time_s, attention_flops, attention_time_s
+from moesim.hardware.dtypes import DTYPES, OUTPUT_BYTES, check_dtype, input_bytes
+from moesim.hardware.gpus import B200, GB200, GPUS, H100, H200, H800, GpuSpec, get_gpu, register_gpu
+from moesim.hardware.roofline import (
     check_slowdown,
     gemm_backward_time_s,
     gemm_efficiency,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 FloatArray = NDArray[np.float64]
 #: A time (or FLOP count): a float for scalar inputs, an array for array inputs.

@@ -8,9 +8,9 @@ FLOPs of the forward, for ``tokens`` query tokens each attending to ``seq_len`` 
 mask skips half the pairs.) The backward costs ``ATTENTION_BWD_FLOPS_FACTOR`` (2.5) times
 that. Throughput is a constant fraction of the dense datasheet peak
 (``ATTENTION_FWD_EFFICIENCY`` / ``ATTENTION_BWD_EFFICIENCY``, sources in
-:mod:`sim.calibration`), lower than a GEMM's: softmax, masking and the online rescaling
+:mod:`moesim.calibration`), lower than a GEMM's: softmax, masking and the online rescaling
 keep the tensor cores idle part of the time. Those figures are short benchmark runs: like a
-GEMM's, the throughput is scaled by :func:`sim.calibration.sustained_fraction` to the clock
+GEMM's, the throughput is scaled by :func:`moesim.calibration.sustained_fraction` to the clock
 the power limit holds through a training step. It does not vary with sequence length, which
 is optimistic for short sequences (below ~2k tokens).
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sim.calibration import (
+from moesim.calibration import (
     ATTENTION_BWD_EFFICIENCY,
     ATTENTION_BWD_FLOPS_FACTOR,
     ATTENTION_FWD_EFFICIENCY,
@@ -33,9 +33,9 @@ from sim.calibration import (
     KERNEL_LAUNCH_OVERHEAD_S,
     sustained_fraction,
 )
-from sim.hardware._arrays import FloatArray, TimeS, check_slowdown, dim, shaped
-from sim.hardware.dtypes import check_dtype, input_bytes
-from sim.hardware.gpus import TFLOPS, GpuSpec
+from moesim.hardware._arrays import FloatArray, TimeS, check_slowdown, dim, shaped
+from moesim.hardware.dtypes import check_dtype, input_bytes
+from moesim.hardware.gpus import TFLOPS, GpuSpec
 
 
 def attention_flops(

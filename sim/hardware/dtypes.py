@@ -6,7 +6,7 @@ recipes (DeepSeek-V3 §3.3, Transformer Engine) keep GEMM outputs in BF16.
 
 from __future__ import annotations
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 DTYPES: tuple[str, ...] = ("bf16", "fp8")
 

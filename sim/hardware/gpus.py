@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from sim.errors import ConfigError
-from sim.hardware.dtypes import check_dtype
+from moesim.errors import ConfigError
+from moesim.hardware.dtypes import check_dtype
 
 TFLOPS = 1e12
 GBPS = 1e9

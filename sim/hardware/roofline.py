@@ -8,7 +8,7 @@ One kernel costs::
 and nothing at all when it has no work (m, n or k is 0, or a rank received no tokens): no
 kernel is launched, so no overhead is charged.
 
-The GEMM efficiency curve (constants in :mod:`sim.calibration`)::
+The GEMM efficiency curve (constants in :mod:`moesim.calibration`)::
 
     efficiency(m, n, k) = (MAMF / peak) x sustained x row_use(m) x sm_fill(m, n, k)
     row_use(m)          = min(1, m / GEMM_MIN_ROWS)
@@ -17,7 +17,7 @@ The GEMM efficiency curve (constants in :mod:`sim.calibration`)::
     U = 2 x GEMM_TILE_M x GEMM_TILE_N x GEMM_SPLIT_K_MIN   (smallest work unit of one SM)
 
 * Large shapes saturate at MAMF x sustained / peak: MAMF is the best measured large-GEMM
-  throughput of a short burst; ``sustained`` (:func:`sim.calibration.sustained_fraction`,
+  throughput of a short burst; ``sustained`` (:func:`moesim.calibration.sustained_fraction`,
   0.848 on Hopper) is what remains of it at the clock the board's power limit holds through
   a training step (the measured MSMF / MAMF).
 * Few rows (few tokens): the MMA instruction still computes 64 rows, so ``row_use`` falls
@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sim.calibration import (
+from moesim.calibration import (
     GEMM_MIN_ROWS,
     GEMM_SPLIT_K_MIN,
     GEMM_TILE_M,
@@ -49,10 +49,10 @@ from sim.calibration import (
     KERNEL_LAUNCH_OVERHEAD_S,
     sustained_fraction,
 )
-from sim.errors import ConfigError
-from sim.hardware._arrays import FloatArray, TimeS, check_slowdown, dim, shaped
-from sim.hardware.dtypes import OUTPUT_BYTES, check_dtype, input_bytes
-from sim.hardware.gpus import TFLOPS, GpuSpec
+from moesim.errors import ConfigError
+from moesim.hardware._arrays import FloatArray, TimeS, check_slowdown, dim, shaped
+from moesim.hardware.dtypes import OUTPUT_BYTES, check_dtype, input_bytes
+from moesim.hardware.gpus import TFLOPS, GpuSpec
 
 #: FLOPs of the smallest work unit one SM takes (tile x minimal K slice).
 UNIT_FLOPS = 2.0 * GEMM_TILE_M * GEMM_TILE_N * GEMM_SPLIT_K_MIN
@@ -102,7 +102,7 @@ def _kernel_s(
 def sustained_tflops(gpu: GpuSpec, dtype: str = "bf16") -> float:
     """The GEMM ceiling through a training step: MAMF x the sustained fraction of ``gpu``.
 
-    >>> from sim.hardware.gpus import H100
+    >>> from moesim.hardware.gpus import H100
     >>> round(sustained_tflops(H100), 1)
     673.7
     """

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from sim.model.config import ModelConfig
+from moesim.model.config import ModelConfig
 
 
 @dataclass(frozen=True)

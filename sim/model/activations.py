@@ -27,7 +27,7 @@ the one layer being recomputed is added by the caller.
 
 from __future__ import annotations
 
-from sim.model.config import ModelConfig
+from moesim.model.config import ModelConfig
 
 RECOMPUTE_MODES = ("none", "selective", "full")
 ACT_BYTES = 2  # 16-bit activations

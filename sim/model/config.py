@@ -3,7 +3,7 @@
 Field names follow Hugging Face ``config.json`` where one exists (``hidden_size``,
 ``n_routed_experts``, ``q_lora_rank`` ...); ``num_layers`` is HF's ``num_hidden_layers``,
 ``top_k`` is ``num_experts_per_tok`` and ``mtp_layers`` is ``num_nextn_predict_layers``.
-Loading HF files lives in :mod:`sim.model.hf`; this module does no file I/O.
+Loading HF files lives in :mod:`moesim.model.hf`; this module does no file I/O.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.errors import ConfigError
-from sim.model.layer_pattern import moe_layers_from_freq
+from moesim.errors import ConfigError
+from moesim.model.layer_pattern import moe_layers_from_freq
 
 ATTENTION_KINDS = ("mha", "gqa", "mla")
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from sim.errors import ConfigError
-from sim.model.accounting import (
+from moesim.errors import ConfigError
+from moesim.model.accounting import (
     attention_matmul_params,
     expert_params,
     ffn_params,
     shared_expert_params,
 )
-from sim.model.config import ModelConfig
+from moesim.model.config import ModelConfig
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Field names (conventions.md):
   ``num_experts`` (Qwen-MoE); Mixtral has no ``moe_intermediate_size``: its
   ``intermediate_size`` *is* the per-expert FFN size.
 * dense layers: ``first_k_dense_replace`` + ``moe_layer_freq`` (DeepSeek) or
-  ``mlp_only_layers`` + ``decoder_sparse_step`` (Qwen) — see :mod:`sim.model.layer_pattern`.
+  ``mlp_only_layers`` + ``decoder_sparse_step`` (Qwen) — see :mod:`moesim.model.layer_pattern`.
 * MLA when ``kv_lora_rank`` is set; otherwise GQA when ``num_key_value_heads`` < heads.
 * Newer multimodal releases nest the language model under ``text_config``; its fields win.
 
@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sim.errors import ConfigError
-from sim.model.config import ModelConfig
-from sim.model.layer_pattern import moe_layers_from_freq, moe_layers_qwen
+from moesim.errors import ConfigError
+from moesim.model.config import ModelConfig
+from moesim.model.layer_pattern import moe_layers_from_freq, moe_layers_qwen
 
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 _MISSING = object()

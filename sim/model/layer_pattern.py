@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 #: Longest pattern the parser will build (guards ``"[1]*10**12"``-style memory bombs).
 MAX_PATTERN_LEN = 100_000

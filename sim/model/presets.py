@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from sim.errors import ConfigError
-from sim.model.config import ModelConfig
+from moesim.errors import ConfigError
+from moesim.model.config import ModelConfig
 
 DEEPSEEK_V3 = ModelConfig(
     name="deepseek-v3",

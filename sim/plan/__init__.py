@@ -1,5 +1,5 @@
 """Cluster design: enumerate parallel layouts, estimate, simulate the best, report.
 
-Entry point: :func:`sim.plan.design.design` (``moesim design``); the pieces alone are
+Entry point: :func:`moesim.plan.design.design` (``moesim design``); the pieces alone are
 ``moesim plan accounting | memory | layouts``.
 """

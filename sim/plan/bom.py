@@ -26,9 +26,9 @@ from typing import Any
 
 import networkx as nx
 
-import topologies
-from sim.hardware import GpuSpec
-from sim.model import ModelConfig, param_counts
+from moesim import topologies
+from moesim.hardware import GpuSpec
+from moesim.model import ModelConfig, param_counts
 
 LLAMA3_INTERRUPTIONS = 419
 LLAMA3_DAYS = 54

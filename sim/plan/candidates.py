@@ -13,7 +13,7 @@ Search space (kept small so it runs in well under a second):
   DP replica.
 
 Each layout is tried with selective recompute (flash attention keeps no score matrix), then
-full recompute; the first that fits in HBM (``sim.model.fits``) is kept. A layout that does
+full recompute; the first that fits in HBM (``moesim.model.fits``) is kept. A layout that does
 not divide or does not fit is kept as rejected with its reason.
 """
 
@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
-from sim.hardware import GpuSpec
-from sim.layout import ParallelLayout
-from sim.model import MemoryBudget, ModelConfig, fits, state_memory
-from sim.plan.spec import RECOMPUTE_ORDER, DesignSpec
+from moesim.errors import ConfigError
+from moesim.hardware import GpuSpec
+from moesim.model import ModelConfig
+from moesim.parallel.layout import ParallelLayout
+from moesim.parallel.memory import MemoryBudget, fits, state_memory
+from moesim.plan.spec import RECOMPUTE_ORDER, DesignSpec
 
 TP_CHOICES = (1, 2, 4, 8)
 CP_CHOICES = (1, 2)

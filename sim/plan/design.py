@@ -14,18 +14,18 @@ from pathlib import Path
 
 import networkx as nx
 
-import topologies
-from sim.errors import ConfigError
-from sim.hardware import GpuSpec, get_gpu
-from sim.model import ModelConfig, ParamCounts, get_model, model_from_hf, param_counts
-from sim.placement import GroupPlacement
-from sim.plan.bom import BillOfMaterials, bill_of_materials
-from sim.plan.candidates import Candidate, enumerate_candidates
-from sim.plan.estimate import Estimate, estimate, mfu
-from sim.plan.evaluate import EpSim, composed_step_s, ep_scenario, simulate_ep
-from sim.plan.fabric_view import FabricView
-from sim.plan.modes import OVERSUBSCRIPTIONS, OversubPoint, SkewPoint, oversub_sims, skew_sweep
-from sim.plan.spec import DesignSpec
+from moesim import topologies
+from moesim.errors import ConfigError
+from moesim.hardware import GpuSpec, get_gpu
+from moesim.model import ModelConfig, ParamCounts, get_model, model_from_hf, param_counts
+from moesim.parallel.placement import GroupPlacement
+from moesim.plan.bom import BillOfMaterials, bill_of_materials
+from moesim.plan.candidates import Candidate, enumerate_candidates
+from moesim.plan.estimate import Estimate, estimate, mfu
+from moesim.plan.evaluate import EpSim, composed_step_s, ep_scenario, simulate_ep
+from moesim.plan.fabric_view import FabricView
+from moesim.plan.modes import OVERSUBSCRIPTIONS, OversubPoint, SkewPoint, oversub_sims, skew_sweep
+from moesim.plan.spec import DesignSpec
 
 
 @dataclass(frozen=True)

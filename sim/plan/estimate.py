@@ -1,14 +1,14 @@
 """Fast analytical step time of one layout: compute, pipeline bubble, communication.
 
 Assumptions (each a deliberate simplification; the engine replaces the MoE part for the
-best candidates, see :mod:`sim.plan.evaluate`):
+best candidates, see :mod:`moesim.plan.evaluate`):
 
-* Compute: model FLOPs (:func:`sim.model.flops_per_token`) x 3 for forward + backward, plus
+* Compute: model FLOPs (:func:`moesim.model.flops_per_token`) x 3 for forward + backward, plus
   recompute (selective: the attention core forward again; full: the whole forward again),
   at the GPU's BF16 peak times the GEMM efficiency of the roofline model
-  (:func:`sim.hardware.gemm_efficiency`) with ``tokens/(tp*cp)`` rows for the dense parts
+  (:func:`moesim.hardware.gemm_efficiency`) with ``tokens/(tp*cp)`` rows for the dense parts
   (attention core at the same efficiency: an approximation of flash attention). Routed and
-  shared experts use the engine's own roofline cost (:func:`sim.workload.costs.experts_s`,
+  shared experts use the engine's own roofline cost (:func:`moesim.workload.costs.experts_s`,
   grouped GEMMs including their weight reads) under a balanced router: each local expert
   receives ``tokens/(tp*cp) * top_k * ep / experts`` rows.
 * MoE all-to-all per layer and micro-batch: four of them (dispatch and combine, forward
@@ -37,13 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.hardware import GpuSpec, gemm_efficiency
-from sim.model import ModelConfig, flops_per_token
-from sim.model.memory import stage_params
-from sim.plan.candidates import Candidate
-from sim.plan.fabric_view import FabricView
-from sim.plan.spec import DesignSpec
-from sim.workload.costs import LayerShape, experts_s, token_bytes
+from moesim.hardware import GpuSpec, gemm_efficiency
+from moesim.model import ModelConfig, flops_per_token
+from moesim.parallel.memory import stage_params
+from moesim.plan.candidates import Candidate
+from moesim.plan.fabric_view import FabricView
+from moesim.plan.spec import DesignSpec
+from moesim.workload.costs import LayerShape, experts_s, token_bytes
 
 DP_EXPOSED = 0.5  # assumption: half the DP/EDP collectives outlast the overlap window
 CP_EXPOSED = 0.5  # assumption: ring-attention K/V passes half hidden behind attention

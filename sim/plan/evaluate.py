@@ -3,8 +3,9 @@
 What is simulated: one expert-parallel group (``ep`` ranks, ``tokens_per_rank`` tokens of a
 micro-batch each) through :data:`SIM_LAYERS` MoE layers forward and backward on the actual
 fabric (rank r of the group on GPU ``r * etp``: with etp=1 Megatron's expert grid makes EP
-groups runs of consecutive ranks, :mod:`sim.layout`), InfiniBand D-mod-K routing and finish
-batching at 2 % (:mod:`sim.engine.network`). Its per-layer MoE time (the four all-to-alls
+groups runs of consecutive ranks, :mod:`moesim.parallel.layout`),
+InfiniBand D-mod-K routing and finish
+batching at 2 % (:mod:`moesim.engine.network`). Its per-layer MoE time (the four all-to-alls
 and the expert GEMMs, forward + backward) replaces the estimate's MoE part, scaled by the
 stage's MoE layers and the micro-batches. The full pipelined step — every stage and EP
 group at once, overlap included — is issue 5; this is a per-layer simulation composed
@@ -24,12 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import topologies
-from sim.model import ModelConfig
-from sim.router import RouterConfig
-from sim.router.metrics import imbalance
-from sim.scenario import FabricSpec, Scenario, WorkloadSpec
-from sim.simulate import simulate
+from moesim import topologies
+from moesim.model import ModelConfig
+from moesim.router import RouterConfig
+from moesim.router.metrics import imbalance
+from moesim.runner.group import simulate
+from moesim.scenario import FabricSpec, Scenario, WorkloadSpec
 
 SIM_LAYERS = 1  # one MoE layer: the engine cost grows as ep^2 flows per all-to-all
 BATCH_WINDOW_REL = 0.02

@@ -1,20 +1,21 @@
 """Where a layout's groups land, cheaply enough to ask for hundreds of layouts.
 
-:func:`sim.placement.place` re-indexes the whole fabric on every call (about 0.7 s at 4096
+:func:`moesim.parallel.placement.place` re-indexes the whole fabric on every call (about
+0.7 s at 4096
 GPUs). The layout search asks for many layouts on one fabric, so this view indexes the
 fabric once and caches each group kind's placement by the grid shape that determines its
 groups (dense kinds: tp, cp, dp, pp; expert kinds: etp, ep, edp, pp). It reuses
-:mod:`sim.placement`'s own internals so the answers are identical to ``place``.
+:mod:`moesim.parallel.placement`'s own internals so the answers are identical to ``place``.
 """
 
 from __future__ import annotations
 
 import networkx as nx
 
-from sim.calibration import link_achievable_fraction
-from sim.fabric_index import IndexedFabric, index_fabric
-from sim.layout import ParallelLayout
-from sim.placement import GroupPlacement, place_kind
+from moesim.calibration import link_achievable_fraction
+from moesim.fabric.index import IndexedFabric, index_fabric
+from moesim.parallel.layout import ParallelLayout
+from moesim.parallel.placement import GroupPlacement, place_kind
 
 DENSE = ("tp", "cp", "dp")
 
@@ -61,6 +62,6 @@ class FabricView:
         return placed.slowest_bw_gbps * fraction
 
     def place_all(self, layout: ParallelLayout) -> list[GroupPlacement]:
-        """Like :func:`sim.placement.place`, from the cache."""
+        """Like :func:`moesim.parallel.placement.place`, from the cache."""
         kinds = ("tp", "cp", "ep", "etp", "dp", "edp", "pp")
         return [p for p in (self.kind(layout, k) for k in kinds) if p is not None]

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.model import ModelConfig
-from sim.plan.evaluate import EpSim, ep_scenario, simulate_ep
-from sim.router import RouterConfig
+from moesim.model import ModelConfig
+from moesim.plan.evaluate import EpSim, ep_scenario, simulate_ep
+from moesim.router import RouterConfig
 
 ZIPF_ALPHAS = (0.0, 0.5, 1.0)
 OVERSUBSCRIPTIONS = (1.0, 2.0, 4.0)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sim.model import flops_per_token
-from sim.model.memory import GIB
-from sim.placement import placement_table
-from sim.plan.candidates import Candidate
-from sim.plan.design import DesignResult, Ranked
-from sim.validate.step import DEEPSEEK_MEASURED_COST_RATIO, MEASURED_OVERPREDICTION
+from moesim.model import flops_per_token
+from moesim.parallel.memory import GIB
+from moesim.parallel.placement import placement_table
+from moesim.plan.candidates import Candidate
+from moesim.plan.design import DesignResult, Ranked
+from moesim.validate.step import DEEPSEEK_MEASURED_COST_RATIO, MEASURED_OVERPREDICTION
 
 DAY_S = 86400.0
 SHOWN_REJECTED = 8

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 RECOMPUTE_ORDER = ("selective", "full")  # tried in this order until the layout fits
 

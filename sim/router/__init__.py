@@ -1,6 +1,6 @@
 """MoE token router: per layer and micro-batch, which tokens go to which experts and ranks.
 
->>> from sim.router import RouterConfig, route_tokens
+>>> from moesim.router import RouterConfig, route_tokens
 >>> r = route_tokens(RouterConfig(kind="force_balanced"), tokens_per_rank=4, n_ranks=2,
 ...                  n_experts=4, top_k=2, seed=0, layer=0)
 >>> r.tokens.tolist(), r.rank_tokens.tolist()
@@ -9,25 +9,25 @@
 
 from __future__ import annotations
 
-from sim.router.config import BALANCED, HOT_1X4, UNIFORM, ZIPF_1, RouterConfig
-from sim.router.groups import sample_group_limited
-from sim.router.metrics import imbalance
-from sim.router.placement import place_experts, placement_names, register_placement
-from sim.router.popularity import (
+from moesim.router.config import BALANCED, HOT_1X4, UNIFORM, ZIPF_1, RouterConfig
+from moesim.router.groups import sample_group_limited
+from moesim.router.metrics import imbalance
+from moesim.router.placement import place_experts, placement_names, register_placement
+from moesim.router.popularity import (
     PopularityModel,
     layer_popularity,
     popularity_names,
     register_popularity,
 )
-from sim.router.result import RoutingResult
-from sim.router.route import (
+from moesim.router.result import RoutingResult
+from moesim.router.route import (
     assign_experts,
     balanced_assignments,
     capacity_per_expert,
     check_shape,
     route_tokens,
 )
-from sim.router.sampling import sample_topk
+from moesim.router.sampling import sample_topk
 
 __all__ = [
     "BALANCED",

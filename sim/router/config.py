@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
-from sim.router.placement import placement_names
-from sim.router.popularity import popularity_names
-from sim.router.streams import check_index
+from moesim.errors import ConfigError
+from moesim.router.placement import placement_names
+from moesim.router.popularity import popularity_names
+from moesim.router.streams import check_index
 
 RESAMPLE_MODES = ("per_layer", "per_microbatch")
 

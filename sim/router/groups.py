@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.router.alias import alias_table, draws_needed
-from sim.router.sampling import distinct_columns, topk_columns
+from moesim.router.alias import alias_table, draws_needed
+from moesim.router.sampling import distinct_columns, topk_columns
 
 SIZING_ROWS = 16
 """Tokens whose restricted popularity sizes the candidate batch (their median need)."""

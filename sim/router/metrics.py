@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.router.result import RoutingResult
+from moesim.router.result import RoutingResult
 
 
 def imbalance(result: RoutingResult) -> dict[str, float]:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 PlacementFn = Callable[[int, int], np.ndarray]
 """(n_experts, n_ranks) -> int64 [n_experts]: the EP rank hosting each expert."""

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.errors import ConfigError
-from sim.router.streams import TAG_POPULARITY_LAYER, TAG_POPULARITY_MICROBATCH, stream
+from moesim.errors import ConfigError
+from moesim.router.streams import TAG_POPULARITY_LAYER, TAG_POPULARITY_MICROBATCH, stream
 
 if TYPE_CHECKING:
-    from sim.router.config import RouterConfig
+    from moesim.router.config import RouterConfig
 
 P_FLOOR_REL = 1e-12
 """Smallest popularity relative to uniform (1/n_experts); keeps Dirichlet underflow reachable."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 
 def check_redundant(count: int, *, n_experts: int, n_ranks: int) -> None:

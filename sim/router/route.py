@@ -12,7 +12,8 @@ here a rank keeps every token's first choice before any token's second, and earl
 first within a choice - close to Megatron's "probs" policy, since earlier choices carry higher
 router probabilities.
 
-``RouterConfig.redundant_experts`` > 0 then copies the hottest experts (``sim.router.redundant``):
+``RouterConfig.redundant_experts`` > 0 then copies the hottest experts
+(``moesim.router.redundant``):
 the replicas are extra expert columns of the result, so the per-rank sizes and loads include them.
 """
 
@@ -22,14 +23,14 @@ import math
 
 import numpy as np
 
-from sim.errors import ConfigError
-from sim.router.config import RouterConfig
-from sim.router.groups import group_limited_columns
-from sim.router.placement import place_experts
-from sim.router.popularity import layer_popularity, popularity_model
-from sim.router.redundant import check_redundant, replicate_hot_experts
-from sim.router.result import RoutingResult
-from sim.router.streams import TAG_TOKENS, check_index, stream
+from moesim.errors import ConfigError
+from moesim.router.config import RouterConfig
+from moesim.router.groups import group_limited_columns
+from moesim.router.placement import place_experts
+from moesim.router.popularity import layer_popularity, popularity_model
+from moesim.router.redundant import check_redundant, replicate_hot_experts
+from moesim.router.result import RoutingResult
+from moesim.router.streams import TAG_TOKENS, check_index, stream
 
 
 def check_shape(

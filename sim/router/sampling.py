@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sim.router.alias import alias_table, draw_alias, draws_needed
+from moesim.router.alias import alias_table, draw_alias, draws_needed
 
 EXTRA_ROUNDS = 3
 """Rounds of further candidates before the exponential race finishes the remaining rows."""

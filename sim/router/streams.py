@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 TAG_POPULARITY_LAYER = 1
 """Popularity fixed per layer: keys (layer, drift epoch)."""

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import yaml
 
-from sim.errors import ConfigError
-from sim.hardware import get_gpu
-from sim.model import ModelConfig, get_model, model_from_dict
-from sim.router import RouterConfig
-from sim.scenario.fields import build_plain, check_keys, check_type
-from sim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
+from moesim.errors import ConfigError
+from moesim.hardware import get_gpu
+from moesim.model import ModelConfig, get_model, model_from_dict
+from moesim.router import RouterConfig
+from moesim.scenario.fields import build_plain, check_keys, check_type
+from moesim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
 
 TOP_KEYS = [
     "name",

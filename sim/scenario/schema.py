@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sim.errors import ConfigError
-from sim.model import ModelConfig
-from sim.router import RouterConfig
-from sim.workload.costs import WIRE_DTYPES
+from moesim.errors import ConfigError
+from moesim.model import ModelConfig
+from moesim.router import RouterConfig
+from moesim.workload.costs import WIRE_DTYPES
 
 MULTIPATH = ("ecmp", "dmodk", "spray")
 
@@ -19,7 +19,7 @@ class FabricSpec:
     preset: str = "hgx-h100"
     params: tuple[tuple[str, object], ...] = ()  # overrides of the preset's builder params
     multipath: str = "ecmp"
-    batch_window_rel: float = 0.0  # 0 = exact; see sim.engine.network
+    batch_window_rel: float = 0.0  # 0 = exact; see moesim.engine.network
     pxn: bool = False  # cross-rail traffic via NVLink to the rail-matched GPU (NCCL PXN)
     derate: bool = True  # apply the achievable-bandwidth calibration per link tier
     faults: tuple[tuple[tuple[str, object], ...], ...] = ()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sim.schedule.deps import dependencies, pass_dependencies, schedule_shape
-from sim.schedule.execute import OpSpan, ScheduleRun, op_time_s, simulate_schedule
-from sim.schedule.ops import Op, Pass, ScheduleOps, StageOps, bwd, fwd, fwd_bwd
-from sim.schedule.registry import (
+from moesim.schedule.deps import dependencies, pass_dependencies, schedule_shape
+from moesim.schedule.execute import OpSpan, ScheduleRun, op_time_s, simulate_schedule
+from moesim.schedule.ops import Op, Pass, ScheduleOps, StageOps, bwd, fwd, fwd_bwd
+from moesim.schedule.registry import (
     DUALPIPE,
     INTERLEAVED,
     ONE_F_ONE_B,

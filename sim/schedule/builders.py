@@ -29,8 +29,8 @@ Each builder assumes its check passed. Sources of the orderings:
 
 from __future__ import annotations
 
-from sim.errors import ConfigError
-from sim.schedule.ops import Op, ScheduleOps, StageOps, bwd, fwd, fwd_bwd
+from moesim.errors import ConfigError
+from moesim.schedule.ops import Op, ScheduleOps, StageOps, bwd, fwd, fwd_bwd
 
 
 def check_one_chunk(name: str, pp: int, m: int, v: int) -> None:

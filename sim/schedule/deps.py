@@ -10,7 +10,7 @@ chunk, where the loss is).
 
 from __future__ import annotations
 
-from sim.schedule.ops import Pass, ScheduleOps
+from moesim.schedule.ops import Pass, ScheduleOps
 
 Dep = tuple[int, Pass]
 """A (stage, pass) that must finish first."""

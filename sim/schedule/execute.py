@@ -2,7 +2,7 @@
 
 Each stage is a SimPy process that runs its ops in order; an op starts when the
 stage is free and every pass it contains has its dependencies met (see
-:mod:`sim.schedule.deps`). A result that crosses stages arrives ``p2p_time_s``
+:mod:`moesim.schedule.deps`). A result that crosses stages arrives ``p2p_time_s``
 after the producing op ends. An "FB" op lasts ``overlap_fb_time_s`` (e.g.
 ``max(compute_f + compute_b, a2a_f + a2a_b)`` when one micro-batch's compute hides
 the other's all-to-all), or ``f_time_s + b_time_s`` when that is None. An FB op
@@ -13,7 +13,7 @@ after the forward's share ``f / (f + b)`` of the op, its backward result at the 
 Example::
 
     >>> import simpy
-    >>> from sim.schedule import build_schedule, simulate_schedule
+    >>> from moesim.schedule import build_schedule, simulate_schedule
     >>> run = simulate_schedule(simpy.Environment(), build_schedule("1f1b", 4, 8), 1.0, 2.0)
     >>> run.makespan_s  # (m + p - 1) * (f + b)
     33.0
@@ -27,9 +27,9 @@ from types import MappingProxyType
 
 import simpy
 
-from sim.errors import ConfigError
-from sim.schedule.deps import dependencies
-from sim.schedule.ops import Op, Pass, ScheduleOps
+from moesim.errors import ConfigError
+from moesim.schedule.deps import dependencies
+from moesim.schedule.ops import Op, Pass, ScheduleOps
 
 Key = tuple[int, Pass]
 """(stage, pass)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 PassKind = Literal["F", "B"]
 OpKind = Literal["F", "B", "FB"]

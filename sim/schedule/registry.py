@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
-from sim.schedule import builders
-from sim.schedule.ops import ScheduleOps
+from moesim.errors import ConfigError
+from moesim.schedule import builders
+from moesim.schedule.ops import ScheduleOps
 
 BuildFn = Callable[[int, int, int], ScheduleOps]
 """``(pp, microbatches, virtual_stages) -> ops per stage``."""

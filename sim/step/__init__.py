@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.step.run import StepResult, run_step, simulate_step
-from sim.step.spec import DEFAULT_FABRIC, StepSpec
+from moesim.step.run import StepResult, run_step, simulate_step
+from moesim.step.spec import DEFAULT_FABRIC, StepSpec
 
 __all__ = ["DEFAULT_FABRIC", "StepResult", "StepSpec", "run_step", "simulate_step"]

@@ -18,7 +18,7 @@ join. CP K/V arrivals (and fast mode's estimated collectives) name no sender: tr
 Segments tile [0, step end]: they add up to the step time exactly.
 
 Named contributors overlap (they do not partition the path): each late sender jumped to (a
-*straggler*; reason in :mod:`sim.report.attribution`'s words: slow_gpu, expert_imbalance with
+*straggler*; reason in :mod:`moesim.results.attribution`'s words: slow_gpu, expert_imbalance with
 its hot experts, else late_peer / pipeline) with the waits it caused on the path and its
 excess: its compute on the path minus its EP peers' mean for the same ops (the detail also
 gives how late it reached the worst op against its peers' mean); each link with its transfer
@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from sim.report.attribution import HOT_RATIO
-from sim.router import RoutingResult
-from sim.step.critical_release import Releases
-from sim.step.plan import route_layer
-from sim.step.state import Span, StepState
+from moesim.results.attribution import HOT_RATIO
+from moesim.router import RoutingResult
+from moesim.step.critical_release import Releases
+from moesim.step.plan import route_layer
+from moesim.step.state import Span, StepState
 
 PATH_CATEGORIES = ("compute", "optimizer", "a2a", "p2p", "tp", "cp", "dp", "other")
 WAIT_CATEGORY = {"a2a_exposed": "a2a", "bubble": "p2p", "tp_exposed": "tp", "cp_exposed": "cp",

@@ -1,4 +1,4 @@
-"""What released a recorded wait (:meth:`StepState.record`), for :mod:`sim.step.critical`.
+"""What released a recorded wait (:meth:`StepState.record`), for :mod:`moesim.step.critical`.
 
 * all-to-all: the completion group's value is the last-arriving flow into the waiting rank;
   its sender and start time, and its bottleneck link (the engine's max-min solver records
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from sim.collectives.alltoall import AllToAll
-from sim.collectives.ring import RingCollective
-from sim.step.state import Span, StepState
+from moesim.collectives.alltoall import AllToAll
+from moesim.collectives.ring import RingCollective
+from moesim.step.state import Span, StepState
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Link-load estimates of collectives that span DP replicas (fast mode, :mod:`sim.step.fast`).
+"""Link-load estimates of collectives that span DP replicas (fast mode, :mod:`moesim.step.fast`).
 
 All-to-all (:class:`A2ATimer`): member ``j`` of an EP group sends its row of the byte matrix
 from ``t_sync + o_j`` (``o_j``: its release offset). Every link ``l`` must carry the bytes
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from sim.engine.routing import Router
+from moesim.engine.routing import Router
 
 RingGroup = Callable[[str, int], tuple[int, ...]]
 """(ring kind "dp" or "edp", rank) -> the ring's ranks, in ring order."""

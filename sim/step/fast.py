@@ -1,10 +1,10 @@
 """Fast mode: simulate one representative pipeline and time what spans replicas by estimate.
 
-Full mode (:func:`sim.step.run.simulate_step`) runs every rank. Fast mode assumes every DP
+Full mode (:func:`moesim.step.run.simulate_step`) runs every rank. Fast mode assumes every DP
 replica behaves alike and runs only the ranks with dense-grid ``dp == 0`` (every pipeline
-stage, with their TP / CP ranks), with :func:`sim.step.program.rank_program` unchanged, on
-the sub-fabric of their hosts (:mod:`sim.step.subfabric`): pipeline sends and TP / CP
-collectives are real flows. What spans replicas is timed by :mod:`sim.step.estimate`:
+stage, with their TP / CP ranks), with :func:`moesim.step.program.rank_program` unchanged, on
+the sub-fabric of their hosts (:mod:`moesim.fabric.subfabric`): pipeline sends and TP / CP
+collectives are real flows. What spans replicas is timed by :mod:`moesim.step.estimate`:
 
 * an EP all-to-all completes, for every member, at ``t_sync + A2ATimer.time_s`` where
   ``t_sync`` is when the members last left an all-to-all together (the representative's send
@@ -13,7 +13,7 @@ collectives are real flows. What spans replicas is timed by :mod:`sim.step.estim
   ``dispatch_bwd``, 0 before ``dispatch`` / ``combine_bwd``. So a hot expert rank still
   delays the representative, but members leave every all-to-all together (the engine lets
   each receiver go when its own bytes are in);
-* DP / EDP ring reduce-scatters and all-gathers: :class:`sim.step.estimate.HostRingTimer`.
+* DP / EDP ring reduce-scatters and all-gathers: :class:`moesim.step.estimate.HostRingTimer`.
 
 Not seen by fast mode, by design: anything that breaks the symmetry outside the
 representative pipeline (a degraded link or slow GPU of another replica; tested: full mode
@@ -26,8 +26,8 @@ Wall time: 0.82-1.88 s (medians of 5 through one day) for a 9,216-GPU moe-1t ste
 2-core machine whose speed varies about 2x (benchmarks/bench_step.py: command, history,
 back-to-back ratios).
 MoE layers of the representative run as one timeout each when nothing in them is a flow
-(:func:`sim.step.program._fused_moe`), and lone pipeline sends skip the rate solver
-(:mod:`sim.engine.solo`).
+(:func:`moesim.step.program._fused_moe`), and lone pipeline sends skip the rate solver
+(:mod:`moesim.engine.solo`).
 
 Measured (tests/test_step_fast.py): 32 GPUs (rail, 8 hosts x 4 H100), mixtral-shaped 4
 layers, EP8 over 2 hosts, PP2, DP16, 3 micro-batches: fast 3.2 % below full (full 70.0 ms,
@@ -36,7 +36,7 @@ that is not the representative): full +54 %, fast unchanged. The sub-fabric keep
 routes identical, so the representative's own flows match full mode's.
 
 At scale (2026-12-03, after ring collectives began sending one chunk at a time in step
-order, sim.collectives.ring, and with the sustained GEMM rate): 128 GPUs (16 H800 hosts of
+order, moesim.collectives.ring, and with the sustained GEMM rate): 128 GPUs (16 H800 hosts of
 ``rail-h200-4096``), moe-1t cut to 4 layers, PP2 EP64 DP64, 2 micro-batches: fast 585.6 ms,
 full 592.0 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16 EP64 DP64, 1 micro-batch (bench_step.py
 --layers 16 --microbatches 1): fast 1.092 s, full 1.176 s (-7.1 %). Before the ring change
@@ -45,7 +45,7 @@ chunks as concurrent flows sharing its link, so every chunk
 landed late and its successor idled (the DP all-gathers of the tail took 1.6-2.7x their
 alone time); NCCL sends a channel's chunks in order, as fast mode's FIFO ring model assumes.
 What remains of the gap at 1,024 GPUs is not traced (candidates: the all-to-all estimate's
-release offsets, sim.step.estimate; fair sharing between a DP and an EDP ring on one link,
+release offsets, moesim.step.estimate; fair sharing between a DP and an EDP ring on one link,
 which the estimate queues FIFO: tests/test_step_fast.py).
 
 Not supported: expert-TP groups outside the pipeline (``etp`` other than 1 or ``tp``);
@@ -63,23 +63,23 @@ from typing import ClassVar
 import numpy as np
 import simpy
 
-import sim.step.plan as plan_mod
-from sim.collectives.alltoall import AllToAll
-from sim.engine.network import FlowNetwork
-from sim.engine.routing import Router
-from sim.errors import ConfigError
-from sim.fabric_build import build_graph
-from sim.hardware import GpuSpec
-from sim.layout import ParallelLayout
-from sim.router import RoutingResult
-from sim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
-from sim.step.plan import LayerPlan, StepPlan
-from sim.step.run import StepResult, simulate_ranks, summarise
-from sim.step.spec import StepSpec
-from sim.step.state import CATEGORIES, StepState
-from sim.step.subfabric import GraphIndex, MappedRouter
-from sim.step.tpcp import ring_group
-from sim.workload.costs import LayerCosts, LayerShape
+import moesim.step.plan as plan_mod
+from moesim.collectives.alltoall import AllToAll
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router
+from moesim.errors import ConfigError
+from moesim.fabric.build import build_graph
+from moesim.fabric.subfabric import GraphIndex, MappedRouter
+from moesim.hardware import GpuSpec
+from moesim.parallel.layout import ParallelLayout
+from moesim.router import RoutingResult
+from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
+from moesim.step.plan import LayerPlan, StepPlan
+from moesim.step.run import StepResult, simulate_ranks, summarise
+from moesim.step.spec import StepSpec
+from moesim.step.state import CATEGORIES, StepState
+from moesim.step.tpcp import ring_group
+from moesim.workload.costs import LayerCosts, LayerShape
 
 RELEASE = {"combine": "experts_fwd", "dispatch_bwd": "experts_bwd"}
 """All-to-all phase -> the per-EP-rank compute its members run just before sending."""
@@ -142,7 +142,7 @@ class FastState(StepState):
                       send_s: float) -> float:
         """:meth:`FastAllToAll.send` and its wake-up without the events: ``rank``'s send at
         ``send_s`` fixes the group's reference time (it is the group's one simulated member:
-        the layouts :func:`sim.step.program._fusable` admits)."""
+        the layouts :func:`moesim.step.program._fusable` admits)."""
         offsets, end_s = self._a2a_time(rank, self._group_gpus(rank), layer, phase)
         return send_s - float(offsets[self.coords[rank]["ep"]]) + end_s
 
@@ -218,7 +218,7 @@ def cyclic_routing(spec: StepSpec, draws: int | None) -> Iterator[None]:
     """While active, MoE layer k (in model order) reuses the routing of MoE layer k mod draws
     (and its per-rank costs: same routing, same shape, no slowdowns).
 
-    Patches :func:`sim.step.plan.route_layer` and ``layer_costs`` there (restored on exit); a
+    Patches :func:`moesim.step.plan.route_layer` and ``layer_costs`` there (restored on exit); a
     ``route`` hook on ``build_plan`` would be the cleaner seam.
     """
     if draws is None:
@@ -253,7 +253,7 @@ def cyclic_routing(spec: StepSpec, draws: int | None) -> Iterator[None]:
 
 
 def fast_plan(spec: StepSpec, routing_draws: int | None = None) -> StepPlan:
-    """:func:`sim.step.plan.build_plan` with ``routing_draws`` distinct routings."""
+    """:func:`moesim.step.plan.build_plan` with ``routing_draws`` distinct routings."""
     with cyclic_routing(spec, routing_draws):
         return plan_mod.build_plan(spec)
 

@@ -3,8 +3,8 @@
 Routing is drawn once per MoE layer (``route_tokens`` with ``n_ranks = ep``, micro-batch 0)
 and reused for every micro-batch and every EP group: all EP groups are assumed symmetric.
 Resampling per micro-batch and per group is future work. Compute costs follow
-:mod:`sim.workload.costs` (roofline, per EP rank, no slowdowns); dense FFN layers cost
-their GEMMs (:func:`sim.hardware.gemm_time_s`).
+:mod:`moesim.workload.costs` (roofline, per EP rank, no slowdowns); dense FFN layers cost
+their GEMMs (:func:`moesim.hardware.gemm_time_s`).
 
 With tp > 1 (sequence parallel) each rank routes its own ``seq / (tp * cp)`` tokens; attention,
 dense FFNs, shared experts and the LM head are TP-sharded (``1/tp`` of the heads, columns or
@@ -21,12 +21,12 @@ from itertools import pairwise
 
 import numpy as np
 
-from sim.hardware import GpuSpec, gemm_backward_time_s, gemm_time_s, get_gpu
-from sim.layout import ParallelLayout
-from sim.model.accounting import embedding_params, layer_params, router_params
-from sim.router import RoutingResult, route_tokens
-from sim.step.spec import StepSpec
-from sim.workload.costs import (
+from moesim.hardware import GpuSpec, gemm_backward_time_s, gemm_time_s, get_gpu
+from moesim.model.accounting import embedding_params, layer_params, router_params
+from moesim.parallel.layout import ParallelLayout
+from moesim.router import RoutingResult, route_tokens
+from moesim.step.spec import StepSpec
+from moesim.workload.costs import (
     LayerCosts,
     LayerShape,
     attention_block_s,
@@ -35,8 +35,8 @@ from sim.workload.costs import (
     kv_bytes_per_token,
     layer_costs,
 )
-from sim.workload.deepep import hierarchical_tokens
-from sim.workload.moe_stack import WireFormat
+from moesim.workload.deepep import hierarchical_tokens
+from moesim.workload.moe_stack import WireFormat
 
 A2A_TRANSPOSED = ("combine", "dispatch_bwd")
 """These all-to-alls send the transpose of the dispatch matrix (tokens go back)."""
@@ -214,7 +214,7 @@ def build_plan(spec: StepSpec) -> StepPlan:
     per_layer, extra = _layer_params(spec), _extra_dense(spec, len(chunks))
     dense, expert = _params_per_stage(spec.layout.pp, chunks, per_layer, extra)
     vocab = -(-model.vocab_size // lay.tp)  # vocabulary-parallel head on the gathered tokens
-    # (BF16 whatever the layers' compute_dtype, sim.step.spec.COMPUTE_DTYPES)
+    # (BF16 whatever the layers' compute_dtype, moesim.step.spec.COMPUTE_DTYPES)
     head_fwd = float(gemm_time_s(gpu, shape.gathered_tokens, vocab, model.hidden_size))
     head_bwd = float(gemm_backward_time_s(gpu, shape.gathered_tokens, vocab, model.hidden_size))
     return StepPlan(

@@ -1,18 +1,18 @@
 """Every rank of the layout as one SimPy process walking its stage's schedule ops.
 
-Per pass (see :mod:`sim.schedule` for the orders):
+Per pass (see :mod:`moesim.schedule` for the orders):
 
 * F of (micro-batch, chunk): wait for the activations from the previous virtual stage
   (a point-to-point flow from the rank with the same dp coordinate), run the chunk's layers
   forward, send the activations on. MoE layer: attn -> router -> dispatch a2a -> experts ->
-  combine a2a -> unpermute (as :mod:`sim.workload.moe_stack`); dense layer: attention + FFN.
+  combine a2a -> unpermute (as :mod:`moesim.workload.moe_stack`); dense layer: attention + FFN.
   The last virtual stage also runs the LM head.
 * B: the mirror image with the gradients: combine_bwd a2a -> experts_bwd -> dispatch_bwd a2a
   -> attn_bwd per MoE layer, in reverse layer order.
 * An FB op (DualPipe-style) with ``spec.fb_overlap`` runs its F and its B as two concurrent
   processes that share the rank's compute (a capacity-1 resource, FIFO), so one pass's
   all-to-all waits hide behind the other's compute. The all-to-all kernels hold
-  :data:`sim.calibration.OVERLAP_DISPATCHER_SMS` SMs meanwhile, so compute inside an FB op
+  :data:`moesim.calibration.OVERLAP_DISPATCHER_SMS` SMs meanwhile, so compute inside an FB op
   runs on the rest (``StepState.overlap_compute_factor``); other kernel-level interference
   (L2, HBM) is not modelled. Without ``fb_overlap``, F then B. During an FB
   op the rank's time that is not compute is split over the categories in proportion to the
@@ -38,18 +38,18 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from sim.collectives.p2p import send
-from sim.hardware import memory_bound_time_s
-from sim.schedule.ops import Pass
-from sim.step.plan import LayerPlan
-from sim.step.state import (
+from moesim.collectives.p2p import send
+from moesim.hardware import memory_bound_time_s
+from moesim.schedule.ops import Pass
+from moesim.step.plan import LayerPlan
+from moesim.step.state import (
     CATEGORIES,
     OPTIMIZER_BYTES_PER_PARAM,
     PARAM_BYTES,
     Generated,
     StepState,
 )
-from sim.step.tpcp import cp_arrival, cp_send, tp_collective
+from moesim.step.tpcp import cp_arrival, cp_send, tp_collective
 
 
 def _wait(st: StepState, rank: int, category: str, event: simpy.Event,
@@ -100,7 +100,7 @@ def _tp_block(st: StepState, rank: int, key: tuple[object, ...], time_s: float) 
 
 def _etp(st: StepState, rank: int, layer: LayerPlan, mb: int, phase: str) -> Generated:
     """ETP all-gather of the tokens ``phase`` brought to the experts, or reduce-scatter of
-    those it takes away (:mod:`sim.step.tpcp`); nothing with etp = 1."""
+    those it takes away (:mod:`moesim.step.tpcp`); nothing with etp = 1."""
     if layer.etp_bytes is None:
         return
     kind = "ag" if phase in ("dispatch", "combine_bwd") else "rs"
@@ -112,7 +112,7 @@ def _etp(st: StepState, rank: int, layer: LayerPlan, mb: int, phase: str) -> Gen
 def _attention(st: StepState, rank: int, layer: LayerPlan, key: tuple[object, ...],
                time_s: float, after_s: float = 0.0) -> Generated:
     """Attention block ``key`` = (layer, mb, pass): TP all-gather, projections, the core as
-    ``cp`` ring-attention steps (:mod:`sim.step.tpcp`), TP reduce-scatter; then ``after_s`` of
+    ``cp`` ring-attention steps (:mod:`moesim.step.tpcp`), TP reduce-scatter; then ``after_s`` of
     compute (the router), in the same kernel span when nothing comes between (tp = cp = 1)."""
     lay, bwd = st.spec.layout, key[2] == "B"
     cp, merged = lay.cp, lay.tp == 1 and lay.cp == 1

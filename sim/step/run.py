@@ -5,13 +5,13 @@ its waits in all-to-alls (``a2a_exposed``), for pipeline inputs (``bubble``), in
 collectives (``dp_exposed``), in TP and CP collectives (``tp_exposed``, ``cp_exposed``), and
 its optimizer time. The categories partition that rank's time, so they sum to ``step_time_s``.
 
-In full mode ``StepResult.critical`` is the step's critical path (:mod:`sim.step.critical`):
+In full mode ``StepResult.critical`` is the step's critical path (:mod:`moesim.step.critical`):
 which stage, micro-batch, rank, expert or link set the step's end, and by how much.
 
 ``run_step(spec, mode="fast")`` simulates one representative pipeline instead of every rank
-(:mod:`sim.step.fast`; ``StepResult.mode`` says which).
+(:mod:`moesim.step.fast`; ``StepResult.mode`` says which).
 
-MFU = model FLOPs of the step (3 x forward, :func:`sim.model.training_flops`, no MTP,
+MFU = model FLOPs of the step (3 x forward, :func:`moesim.model.training_flops`, no MTP,
 no recomputation) / (step time x GPUs x dense BF16 peak).
 """
 
@@ -25,17 +25,17 @@ from typing import Any
 import numpy as np
 import simpy
 
-from sim.engine.network import FlowNetwork
-from sim.engine.pxn import PxnRouter
-from sim.engine.routing import Router
-from sim.errors import ConfigError
-from sim.fabric_build import build_graph, fabric_for
-from sim.model import training_flops
-from sim.step.critical import CriticalPath, critical_path
-from sim.step.plan import build_plan
-from sim.step.program import rank_program
-from sim.step.spec import StepSpec
-from sim.step.state import CATEGORIES, StepState
+from moesim.engine.network import FlowNetwork
+from moesim.engine.pxn import PxnRouter
+from moesim.engine.routing import Router
+from moesim.errors import ConfigError
+from moesim.fabric.build import build_graph, fabric_for
+from moesim.model import training_flops
+from moesim.step.critical import CriticalPath, critical_path
+from moesim.step.plan import build_plan
+from moesim.step.program import rank_program
+from moesim.step.spec import StepSpec
+from moesim.step.state import CATEGORIES, StepState
 
 MODES = ("full", "fast")
 
@@ -102,10 +102,10 @@ def run_step(spec: StepSpec, mode: str = "full") -> StepResult:
     """Simulate ``spec`` once and summarise it.
 
     ``mode="full"`` runs every rank; ``mode="fast"`` runs one representative pipeline
-    (:func:`sim.step.fast.run_fast_step`, with its defaults; see there for its assumptions).
+    (:func:`moesim.step.fast.run_fast_step`, with its defaults; see there for its assumptions).
     """
     if mode == "fast":
-        from sim.step.fast import run_fast_step  # fast builds on this module
+        from moesim.step.fast import run_fast_step  # fast builds on this module
 
         return run_fast_step(spec)
     if mode != "full":

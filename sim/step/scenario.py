@@ -25,19 +25,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.errors import ConfigError
-from sim.hardware import get_gpu
-from sim.layout import ParallelLayout
-from sim.router import RouterConfig
-from sim.scenario.fields import build_plain, check_keys, check_type
-from sim.scenario.load import (
+from moesim.errors import ConfigError
+from moesim.hardware import get_gpu
+from moesim.parallel.layout import ParallelLayout
+from moesim.router import RouterConfig
+from moesim.scenario.fields import build_plain, check_keys, check_type
+from moesim.scenario.load import (
     fabric_from_dict,
     model_from_value,
     read_yaml_file,
     slow_gpus_from_dict,
 )
-from sim.step.run import MODES
-from sim.step.spec import DEFAULT_FABRIC, StepSpec
+from moesim.step.run import MODES
+from moesim.step.spec import DEFAULT_FABRIC, StepSpec
 
 TOP_KEYS = [
     "name", "description", "seed", "model", "gpu", "fabric", "layout", "schedule",

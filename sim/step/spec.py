@@ -1,6 +1,6 @@
 """What one simulated training step is: model, GPU, fabric, parallel layout, schedule, batch.
 
-Scope (checked here, so a spec that validates is one :func:`sim.step.run_step` can simulate):
+Scope (checked here, so a spec that validates is one :func:`moesim.step.run_step` can simulate):
 tensor parallelism always with sequence parallelism (Megatron requires it for MoE with TP),
 context parallelism as ring attention, expert-tensor parallelism; every rank of the layout
 runs on GPU ``rank`` of the fabric.
@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.errors import ConfigError
-from sim.hardware import get_gpu
-from sim.layout import ParallelLayout
-from sim.model import ModelConfig
-from sim.router import RouterConfig
-from sim.scenario.schema import FabricSpec
-from sim.schedule import build_schedule
-from sim.schedule.ops import ScheduleOps
-from sim.workload.costs import WIRE_DTYPES
+from moesim.errors import ConfigError
+from moesim.hardware import get_gpu
+from moesim.model import ModelConfig
+from moesim.parallel.layout import ParallelLayout
+from moesim.router import RouterConfig
+from moesim.scenario.schema import FabricSpec
+from moesim.schedule import build_schedule
+from moesim.schedule.ops import ScheduleOps
+from moesim.workload.costs import WIRE_DTYPES
 
 COMPUTE_DTYPES = ("bf16", "fp8")
 """Precision of the decoder layers' GEMMs (forward, dgrad and wgrad). With ``fp8`` they run
@@ -33,7 +33,7 @@ DISPATCHERS = ("alltoall", "deepep")
 ranks (Megatron's alltoall token dispatcher), a token once per destination rank with ``dedup``
 (else once per routed expert). ``deepep``: DeepEP's two legs, a token once per destination
 node over RDMA to its rail peer, which forwards it over NVLink
-(:mod:`sim.workload.deepep`; a node is the GPU's NVLink domain, ``dedup`` implied)."""
+(:mod:`moesim.workload.deepep`; a node is the GPU's NVLink domain, ``dedup`` implied)."""
 GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 """Bytes per gradient element in the DP/EDP reduce-scatter. Megatron-LM reduces in fp32 by
 default: with ``--bf16`` and without ``--grad-reduce-in-bf16`` (default off) it sets
@@ -104,7 +104,7 @@ class StepSpec:
                                   f"{self.layout.world_size})")
             if not factor >= 1:
                 raise ConfigError(f"slow_gpus.{gpu}", f"slowdown must be >= 1, got {factor}")
-        self.ops()  # schedule constraints (ConfigError from sim.schedule)
+        self.ops()  # schedule constraints (ConfigError from moesim.schedule)
 
     def ep_ranks_per_node(self) -> int:
         """EP ranks of one EP group in one NVLink domain (Megatron order tp-cp-ep-dp-pp: EP

@@ -14,14 +14,14 @@ from typing import ClassVar
 import numpy as np
 import simpy
 
-from sim.calibration import OVERLAP_DISPATCHER_SMS
-from sim.collectives.alltoall import AllToAll
-from sim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_scatter
-from sim.engine.network import FlowNetwork
-from sim.schedule.ops import ScheduleOps
-from sim.step.plan import LayerPlan, StepPlan
-from sim.step.spec import GRAD_REDUCE_BYTES, StepSpec
-from sim.step.tpcp import ring_group
+from moesim.calibration import OVERLAP_DISPATCHER_SMS
+from moesim.collectives.alltoall import AllToAll
+from moesim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_scatter
+from moesim.engine.network import FlowNetwork
+from moesim.schedule.ops import ScheduleOps
+from moesim.step.plan import LayerPlan, StepPlan
+from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
+from moesim.step.tpcp import ring_group
 
 CATEGORIES = ("compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer",
               "cp_exposed")
@@ -56,7 +56,7 @@ class StepState:
     b_count: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, vstage) -> B done
     tp_rings: dict[tuple[object, ...], RingCollective] = field(default_factory=dict)  # tpcp.py
     cp_mail: dict[tuple[object, ...], simpy.Event] = field(default_factory=dict)  # tpcp.py
-    # Recording for sim.step.critical (the critical-path walk):
+    # Recording for moesim.step.critical (the critical-path walk):
     spans: list[Span] = field(default_factory=list)  # every compute and wait span
     cursor: dict[object, Where] = field(default_factory=dict)  # SimPy process -> what it runs
     a2a_send_s: dict[int, np.ndarray] = field(default_factory=dict)  # a2a tag -> member sends
@@ -129,7 +129,7 @@ class StepState:
                 size_bytes = params * GRAD_REDUCE_BYTES[self.spec.grad_reduce_dtype]
                 self.pending[rank].append(self.join_ring(rank, kind, item, size_bytes))
 
-    # ------------------------------------------------ recording (sim.step.critical)
+    # ------------------------------------------------ recording (moesim.step.critical)
     def enter_pass(self, kind: str, mb: int, vstage: int) -> None:
         """The running process starts pass ``kind`` of ``mb`` on ``vstage``."""
         self.cursor[self.env.active_process] = (kind, mb, vstage, -1, "")

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from sim.collectives.p2p import send
-from sim.collectives.ring import ring_all_gather, ring_reduce_scatter
-from sim.layout import ParallelLayout
+from moesim.collectives.p2p import send
+from moesim.collectives.ring import ring_all_gather, ring_reduce_scatter
+from moesim.parallel.layout import ParallelLayout
 
 if TYPE_CHECKING:
-    from sim.step.state import StepState
+    from moesim.step.state import StepState
 
 TP_TAG = -2  # flow tag of the TP all-gathers / reduce-scatters
 CP_TAG = -3  # flow tag of the ring-attention K/V sends

@@ -19,9 +19,9 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExe
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sim.errors import ConfigError
-from sim.sweep.row import error_row, result_row
-from sim.sweep.spec import Point, point_mapping
+from moesim.errors import ConfigError
+from moesim.sweep.row import error_row, result_row
+from moesim.sweep.spec import Point, point_mapping
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -37,8 +37,8 @@ class PointTask:
 
 def run_point(task: PointTask) -> dict[str, str]:
     """Run one point and return its row; any error is recorded in the row, not raised."""
-    from sim.run import run_scenario
-    from sim.scenario import scenario_from_dict
+    from moesim.runner.run import run_scenario
+    from moesim.scenario import scenario_from_dict
 
     try:
         data = point_mapping(task.scenario, task.point)

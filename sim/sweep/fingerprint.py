@@ -4,7 +4,7 @@ Resume skips the points already in a results file, and a point's id hashes only 
 values. Without more, a sweep resumed after its base scenario was edited, or after moesim
 itself changed, would mix rows of two models into one table. Each row therefore carries the
 fingerprint of the resolved base scenario and of the simulator's source files (``sim/`` and
-``topologies/``, Python and YAML), and :class:`sim.sweep.store.ResultStore` refuses a file
+``topologies/``, Python and YAML), and :class:`moesim.sweep.store.ResultStore` refuses a file
 whose rows carry another.
 """
 
@@ -17,8 +17,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import sim
-import topologies
+import moesim as sim
+from moesim import topologies
 
 FINGERPRINT_COLUMN = "fingerprint"
 SOURCE_SUFFIXES = (".py", ".yaml")

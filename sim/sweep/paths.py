@@ -16,12 +16,12 @@ import dataclasses
 import inspect
 from typing import Any
 
-from sim.errors import ConfigError
-from sim.model import get_model
-from sim.model.config import MODEL_FIELDS
-from sim.router import RouterConfig
-from sim.scenario.load import FABRIC_KEYS, TOP_KEYS
-from sim.scenario.schema import WorkloadSpec
+from moesim.errors import ConfigError
+from moesim.model import get_model
+from moesim.model.config import MODEL_FIELDS
+from moesim.router import RouterConfig
+from moesim.scenario.load import FABRIC_KEYS, TOP_KEYS
+from moesim.scenario.schema import WorkloadSpec
 
 SCALAR_TOPS = ("name", "description", "seed", "gpu")
 
@@ -31,7 +31,7 @@ def _fields(cls: type) -> list[str]:
 
 
 def _builder_params() -> list[str]:
-    from topologies.registry import TOPOLOGIES
+    from moesim.topologies.registry import TOPOLOGIES
 
     names = {p for b in TOPOLOGIES.values() for p in inspect.signature(b).parameters}
     return sorted(names)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sim.report.result import Result
-from sim.sweep.fingerprint import FINGERPRINT_COLUMN
-from sim.sweep.spec import Point
+from moesim.results.result import Result
+from moesim.sweep.fingerprint import FINGERPRINT_COLUMN
+from moesim.sweep.spec import Point
 
 ID_COLUMN = "point_id"
 METRIC_COLUMNS = (
@@ -38,7 +38,7 @@ ERROR_COLUMN = "error"
 
 def row_columns(axis_columns: tuple[str, ...]) -> list[str]:
     """The results file's header for a sweep with these axis columns; the last column is the
-    fingerprint of what computed the row (:mod:`sim.sweep.fingerprint`)."""
+    fingerprint of what computed the row (:mod:`moesim.sweep.fingerprint`)."""
     return [ID_COLUMN, *axis_columns, *METRIC_COLUMNS, ERROR_COLUMN, FINGERPRINT_COLUMN]
 
 

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sim.sweep.execute import PointTask, open_executor, run_point, run_unordered
-from sim.sweep.fingerprint import sweep_fingerprint
-from sim.sweep.montecarlo import summarize, summary_path, write_summary
-from sim.sweep.row import ERROR_COLUMN, ID_COLUMN, row_columns
-from sim.sweep.spec import SweepSpec
-from sim.sweep.store import ResultStore, read_rows, write_parquet
+from moesim.sweep.execute import PointTask, open_executor, run_point, run_unordered
+from moesim.sweep.fingerprint import sweep_fingerprint
+from moesim.sweep.montecarlo import summarize, summary_path, write_summary
+from moesim.sweep.row import ERROR_COLUMN, ID_COLUMN, row_columns
+from moesim.sweep.spec import SweepSpec
+from moesim.sweep.store import ResultStore, read_rows, write_parquet
 
 Progress = Callable[[int, int, int], None]
 """progress(points done, points total, points failed), called after each saved row."""

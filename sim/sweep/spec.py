@@ -37,9 +37,9 @@ from typing import Any
 
 import yaml
 
-from sim.errors import ConfigError
-from sim.scenario import Scenario, scenario_from_dict
-from sim.sweep.paths import check_path, set_path
+from moesim.errors import ConfigError
+from moesim.scenario import Scenario, scenario_from_dict
+from moesim.sweep.paths import check_path, set_path
 
 SWEEP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds")
 SEED_COLUMN = "seed"
@@ -154,7 +154,7 @@ def sweep_from_dict(data: object, name: str = "sweep", root: Path | None = None)
 
 
 def _base_mapping(base: str, root: Path | None) -> dict[str, Any]:
-    from scenarios import UnknownScenario, resolve
+    from moesim.scenarios import UnknownScenario, resolve
 
     local = root / base if root is not None else None
     try:

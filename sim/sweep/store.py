@@ -4,7 +4,7 @@ Resume: opening an existing file reads the ids of the points already in it (the 
 them). A row cut off by a kill (no final newline) is dropped first, so its point reruns. A
 file whose header differs belongs to another sweep, and one whose rows carry another
 fingerprint was computed from another base scenario or moesim build
-(:mod:`sim.sweep.fingerprint`): both are refused, not mixed.
+(:mod:`moesim.sweep.fingerprint`): both are refused, not mixed.
 Parquet (``<results>.parquet``) is written from the CSV at the end when pyarrow is installed.
 """
 
@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import IO
 
-from sim.errors import ConfigError
-from sim.sweep.fingerprint import FINGERPRINT_COLUMN
-from sim.sweep.row import ID_COLUMN
+from moesim.errors import ConfigError
+from moesim.sweep.fingerprint import FINGERPRINT_COLUMN
+from moesim.sweep.row import ID_COLUMN
 
 
 class ResultStore:

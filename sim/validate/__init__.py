@@ -1,6 +1,6 @@
 """Validation against published measurements: the cases, their runners and the table.
 
->>> from sim.validate import CASES, run_cases
+>>> from moesim.validate import CASES, run_cases
 >>> [r.status for r in run_cases([c for c in CASES if c.kind == "params"])][:1]
 ['pass']
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sim.validate.cases import CASES, Case
-from sim.validate.runners import RUNNERS, register_runner, run_case
-from sim.validate.table import CaseResult, judge, render_table, results_json
+from moesim.validate.cases import CASES, Case
+from moesim.validate.runners import RUNNERS, register_runner, run_case
+from moesim.validate.table import CaseResult, judge, render_table, results_json
 
 
 def run_cases(cases: Iterable[Case] = CASES) -> list[CaseResult]:

@@ -1,6 +1,6 @@
 """The validation cases: what is simulated, the published number and where it comes from.
 
-Each :class:`Case` names a runner ``kind`` (see :mod:`sim.validate.runners`), its
+Each :class:`Case` names a runner ``kind`` (see :mod:`moesim.validate.runners`), its
 arguments, the published value with its unit and source, and a relative tolerance (15%
 for bandwidths and throughput, 1% for parameter counts). ``check`` says what a pass
 means: ``validation`` (the published number is not an input of the model) or
@@ -11,7 +11,7 @@ returns no prediction is listed as not yet simulable.
 Parameter counts come two ways: ``params`` (the model's own parameters against the figure its
 authors state) and ``checkpoint`` (every tensor element of the released weights, as the
 Hugging Face hub counts them: for the block-FP8 releases that includes the fp32 block scales
-and the MTP module as stored, :mod:`sim.validate.checkpoint`). Kimi K2 is only checked the
+and the MTP module as stored, :mod:`moesim.validate.checkpoint`). Kimi K2 is only checked the
 second way: its tech report's "1.04T" is 1.3% above what the released config and weights
 hold (1026.4B parameters; 1026.5B tensor elements), and no counting convention found
 reproduces it. The ``step`` case simulates a whole training step (~1 min for 64 GPUs); the
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 BANDWIDTH_TOLERANCE = 0.15
 PARAMS_TOLERANCE = 0.01
@@ -125,7 +125,7 @@ STEP_CASES: tuple[Case, ...] = (
          468.0, "TFLOP/s per GPU", BANDWIDTH_TOLERANCE,
          "NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md (MCore v0.9; v0.8: 438)",
          note="seq 4096, GBS 256, BF16 a2a, interleaved 1F1B, Megatron 2024 FLOP count "
-              "(non-causal attention); sim.validate.step"),
+              "(non-causal attention); moesim.validate.step"),
     Case("DeepSeek-V3 pre-training, 2048 H800, PP16 EP64 DP128", "training_cost",
          (("scenario", "deepseek-v3-2048xh800"),), 180e3, "H800 GPU-hours per 1T tokens",
          BANDWIDTH_TOLERANCE,

@@ -11,15 +11,15 @@ gating and normalisation in higher precision). The MTP module's ``eh_proj`` is t
 unquantised (6272 scale elements either way: far below any rounding of the published totals).
 
 So: checkpoint elements = main-model parameters + MTP as stored (own + its embedding and head
-copies, :attr:`sim.model.accounting.ParamCounts.mtp_stored`) + the FP8 block scales.
+copies, :attr:`moesim.model.accounting.ParamCounts.mtp_stored`) + the FP8 block scales.
 """
 
 from __future__ import annotations
 
 from math import ceil
 
-from sim.model.accounting import param_counts
-from sim.model.config import ModelConfig
+from moesim.model.accounting import param_counts
+from moesim.model.config import ModelConfig
 
 FP8_BLOCK = 128  # quantization_config.weight_block_size of the DeepSeek-V3 / Kimi K2 releases
 

@@ -33,7 +33,7 @@ sending warps, whichever rank that is), and its authors put the achievable NVLin
 ~160 GB/s (DeepEP #16) and call the 153-158 GB/s *logical* intranode figures, and the
 >140 GB/s logical NVLink rate of EP16, the NVLink bottleneck (DeepEP #285). So the model
 charges local copies to the GPU's NVLink-side budget, via loopback endpoints
-(:func:`sim.validate.flows.with_loopbacks`). Without that charge (local copies free)
+(:func:`moesim.validate.flows.with_loopbacks`). Without that charge (local copies free)
 the model predicts ~20-28% more for intranode and EP16 - reported as ``detail`` of each
 case, so the assumption stays visible.
 """
@@ -44,11 +44,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import topologies
-from sim.calibration import KERNEL_LAUNCH_OVERHEAD_S
-from sim.router import UNIFORM, assign_experts, route_tokens
-from sim.validate.flows import FlowBatch, run_flows, with_loopbacks
-from sim.workload.deepep import hierarchical_tokens
+from moesim import topologies
+from moesim.calibration import KERNEL_LAUNCH_OVERHEAD_S
+from moesim.router import UNIFORM, assign_experts, route_tokens
+from moesim.validate.flows import FlowBatch, run_flows, with_loopbacks
+from moesim.workload.deepep import hierarchical_tokens
 
 GPUS_PER_NODE = 8
 FP8_SCALE_BLOCK = 128
@@ -140,7 +140,7 @@ def intranode_flows(dedup: np.ndarray, token_bytes: float) -> FlowBatch:
 
 def internode_flows(dedup: np.ndarray, node_tokens: np.ndarray, token_bytes: float) -> FlowBatch:
     """Dispatch flows: RDMA to the rail peer per (src rank, dst node), then NVLink forwarding
-    (:func:`sim.workload.deepep.hierarchical_tokens`; the forwarder's own share is a local
+    (:func:`moesim.workload.deepep.hierarchical_tokens`; the forwarder's own share is a local
     copy, charged as a loopback).
 
     ``node_tokens[s, m]``: distinct tokens of rank s with an expert on node m.

@@ -1,11 +1,11 @@
 """Run one batch of flows on a fabric graph and time it: the engine harness of the cases.
 
 Every validation case that measures a collective builds a fabric, starts all its flows at
-t = 0 in one :class:`~sim.engine.network.FlowNetwork` (exact fluid max-min, no finish
+t = 0 in one :class:`~moesim.engine.network.FlowNetwork` (exact fluid max-min, no finish
 batching) and reads the time the last byte arrives.
 
 *Loopback endpoints.* Some kernels move a rank's share for itself through the same
-per-GPU copy path as its remote shares (see :mod:`sim.validate.deepep`). The engine
+per-GPU copy path as its remote shares (see :mod:`moesim.validate.deepep`). The engine
 completes a flow to itself at once, so :func:`with_loopbacks` gives every GPU ``g`` a
 second endpoint ``g + N`` hung off the same NVSwitch: a flow ``g -> g + N`` crosses ``g``'s
 own NVLink uplink, and so is charged to the same port budget as ``g``'s remote sends.
@@ -19,11 +19,11 @@ import networkx as nx
 import numpy as np
 import simpy
 
-from sim.calibration import link_achievable_fraction
-from sim.engine.fabric import Fabric, fabric_from_graph
-from sim.engine.network import FlowNetwork
-from sim.engine.pxn import PxnRouter
-from sim.engine.routing import Router
+from moesim.calibration import link_achievable_fraction
+from moesim.engine.fabric import Fabric, fabric_from_graph
+from moesim.engine.network import FlowNetwork
+from moesim.engine.pxn import PxnRouter
+from moesim.engine.routing import Router
 
 LOOPBACK_TIER = "loopback"
 

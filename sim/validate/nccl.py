@@ -6,7 +6,7 @@ rank (itself included); ``algBw = S / time`` and, for all-to-all, ``busBw = algB
 
 Both cases are CONSISTENCY checks, not validations: the achievable fractions they are
 compared against (NVLink 370/450 from nccl-tests #212, IB 48.5/50 from #267) are the very
-calibration inputs of :mod:`sim.calibration`. What they check is everything between the
+calibration inputs of :mod:`moesim.calibration`. What they check is everything between the
 constant and the printed number: fabric, routing (PXN across nodes, as NCCL does by
 default on rail-optimized fabrics), max-min sharing and the busBw arithmetic.
 """
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import topologies
-from sim.calibration import KERNEL_LAUNCH_OVERHEAD_S
-from sim.validate.flows import FlowBatch, run_flows
+from moesim import topologies
+from moesim.calibration import KERNEL_LAUNCH_OVERHEAD_S
+from moesim.validate.flows import FlowBatch, run_flows
 
 GIB = 2**30
 

@@ -1,4 +1,4 @@
-"""Runners by case kind: each turns a :class:`~sim.validate.cases.Case` into a prediction.
+"""Runners by case kind: each turns a :class:`~moesim.validate.cases.Case` into a prediction.
 
 A runner returns ``(predicted, detail)``; ``predicted`` is None when the case cannot be
 simulated yet. Runners are found by name in :data:`RUNNERS` (a duplicate name is an error).
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sim.errors import ConfigError
-from sim.hardware import gemm_flops, gemm_time_s, get_gpu
-from sim.model import get_model, param_counts
-from sim.validate.cases import Case
-from sim.validate.checkpoint import checkpoint_elements, fp8_scale_elements
-from sim.validate.deepep import DeepEPSetup, simulate_deepep
-from sim.validate.nccl import simulate_alltoall
-from sim.validate.step import simulate_gpu_hours, simulate_mixtral, step_detail
+from moesim.errors import ConfigError
+from moesim.hardware import gemm_flops, gemm_time_s, get_gpu
+from moesim.model import get_model, param_counts
+from moesim.validate.cases import Case
+from moesim.validate.checkpoint import checkpoint_elements, fp8_scale_elements
+from moesim.validate.deepep import DeepEPSetup, simulate_deepep
+from moesim.validate.nccl import simulate_alltoall
+from moesim.validate.step import simulate_gpu_hours, simulate_mixtral, step_detail
 
 Prediction = tuple[float | None, str]
 Runner = Callable[[Case], Prediction]

@@ -15,7 +15,7 @@ halving (``... + seq_length / hidden_size``: NVIDIA/Megatron-LM issue #831, 2024
 PR #537 "Megatron is counting attention flops non-causally"; the causal ``/ 2`` came in 2025).
 So the prediction is that same count over the simulated step time:
 :func:`megatron_v09_flops`. For Mixtral at seq 4096 it is 4% above the causal model FLOPs
-that :func:`sim.step.run_step` reports.
+that :func:`moesim.step.run_step` reports.
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from scenarios import resolve
-from sim.model import ModelConfig
-from sim.step import StepResult, StepSpec, run_step
-from sim.step.scenario import load_step_file
+from moesim.model import ModelConfig
+from moesim.scenarios import resolve
+from moesim.step import StepResult, StepSpec, run_step
+from moesim.step.scenario import load_step_file
 
 MEASURED_OVERPREDICTION = 528.8 / 468.0
 """Predicted / published TFLOP/s of this case as ``moesim validate`` printed it on 2026-12-03
 (+13.0 %; +29.4 % before GEMMs and attention ran at the sustained, power-limited throughput,
-:func:`sim.calibration.sustained_fraction`). A record of the model's known error, not an
+:func:`moesim.calibration.sustained_fraction`). A record of the model's known error, not an
 input to it: tests/test_validate.py keeps it within 0.5 % of the live result, and reports
 quote it so a simulated step time is read as optimistic by about that much
-(:mod:`sim.plan.report`)."""
+(:mod:`moesim.plan.report`)."""
 
 
 DEEPSEEK_MEASURED_COST_RATIO = 181.8e3 / 180e3

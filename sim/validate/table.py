@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from sim.validate.cases import Case
+from moesim.validate.cases import Case
 
 PASS, FAIL, NOT_SIMULABLE = "pass", "FAIL", "n/a"
 

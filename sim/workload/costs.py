@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.hardware import (
+from moesim.hardware import (
     GpuSpec,
     attention_backward_time_s,
     attention_time_s,
@@ -32,10 +32,10 @@ from sim.hardware import (
     grouped_gemm_time_s,
     memory_bound_time_s,
 )
-from sim.model import ModelConfig
-from sim.model.accounting import attention_matmul_params
-from sim.router import RoutingResult
-from sim.workload.elementwise import BF16_BYTES, permute_bytes, with_elementwise
+from moesim.model import ModelConfig
+from moesim.model.accounting import attention_matmul_params
+from moesim.router import RoutingResult
+from moesim.workload.elementwise import BF16_BYTES, permute_bytes, with_elementwise
 
 FP8_SCALE_GROUP = 128  # DeepEP FP8 dispatch: one fp32 scale per 128 elements
 WIRE_DTYPES = ("fp8", "bf16")

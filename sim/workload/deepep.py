@@ -13,8 +13,8 @@ overlap; here both are in one matrix, started together (no pipeline fill is mode
   forwarder's own node, sent straight); ``j = l`` (the diagonal) is a local copy.
 
 Combine moves the same tokens back (the transpose), the forwarder reducing a token's expert
-outputs before its RDMA leg. ``sim.validate.deepep`` checks this traffic against DeepEP's
-published bandwidths; ``sim.step`` uses it for ``dispatcher: deepep``.
+outputs before its RDMA leg. ``moesim.validate.deepep`` checks this traffic against DeepEP's
+published bandwidths; ``moesim.step`` uses it for ``dispatcher: deepep``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Memory-bound kernels of one MoE layer that :mod:`sim.workload.costs` does not charge.
+"""Memory-bound kernels of one MoE layer that :mod:`moesim.workload.costs` does not charge.
 
 Each kernel costs its HBM bytes (read + write) at the achievable bandwidth plus one launch
-(:func:`sim.hardware.memory_bound_time_s`). The full inventory of a Megatron-Core MoE layer's
+(:func:`moesim.hardware.memory_bound_time_s`). The full inventory of a Megatron-Core MoE layer's
 elementwise work, per micro-batch, with ``m`` tokens on the rank, hidden ``h``, bf16 (2 B):
 
 =========================  ==============================  ==================  =============
@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.hardware import GpuSpec, memory_bound_time_s
+from moesim.hardware import GpuSpec, memory_bound_time_s
 
 if TYPE_CHECKING:
-    from sim.workload.costs import LayerCosts, LayerShape
+    from moesim.workload.costs import LayerCosts, LayerShape
 
-BF16_BYTES = 2  # what sim.workload.costs uses too (it imports this module)
+BF16_BYTES = 2  # what moesim.workload.costs uses too (it imports this module)
 NORM_RESIDUAL_FWD_MISSING = 4.0
 """Elements per token x hidden not charged by costs.py forward: 10 m h inventory - 6 m h."""
 
@@ -55,8 +55,8 @@ NORM_RESIDUAL_FWD_MISSING = 4.0
 def rope_bytes(shape: LayerShape) -> float:
     """HBM bytes of the rotary embedding on one rank's q and k (one direction).
 
-    >>> from sim.model import get_model
-    >>> from sim.workload.costs import LayerShape
+    >>> from moesim.model import get_model
+    >>> from moesim.workload.costs import LayerShape
     >>> rope_bytes(LayerShape(get_model("mixtral-8x7b"), 4096, 4096))  # 2 x m x (32+8) x 128 x 2
     83886080.0
     """

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from sim.collectives.alltoall import AllToAll
-from sim.engine.network import FlowNetwork
-from sim.router import RoutingResult
-from sim.workload.costs import LayerCosts, token_bytes
+from moesim.collectives.alltoall import AllToAll
+from moesim.engine.network import FlowNetwork
+from moesim.router import RoutingResult
+from moesim.workload.costs import LayerCosts, token_bytes
 
 FORWARD = ("attn", "router", "dispatch", "experts", "combine", "unpermute")
 BACKWARD = ("combine_bwd", "experts_bwd", "dispatch_bwd", "attn_bwd")

@@ -1,6 +1,6 @@
 """The part of a fabric that a few GPUs need: their hosts and the switches above them.
 
-Fast mode (:mod:`sim.step.fast`) routes only the representative pipeline and its groups, but
+Fast mode (:mod:`moesim.step.fast`) routes only the representative pipeline and its groups, but
 the engine's router does one reverse breadth-first search per destination over the *whole*
 graph (about 0.5 s for the 4,032 pairs of a 64-GPU all-to-all on a 9,216-GPU rail fat tree).
 A sub-fabric keeps the nodes of the hosts of the given GPUs (nodes with a ``host`` attribute)
@@ -15,7 +15,7 @@ takes global GPU ids. Fabrics without ``host`` attributes, other switch kinds, o
 (its proxy is computed from global ids) fall back to the whole fabric.
 
 A sub-fabric is cut from arrays, not built as a networkx subgraph: the whole graph's links
-are read once (:class:`sim.engine.fabric.LinkTable`, 0.1-0.2 s at 9,216 GPUs), the climb is
+are read once (:class:`moesim.engine.fabric.LinkTable`, 0.1-0.2 s at 9,216 GPUs), the climb is
 numpy over (GPU, switch) pairs, and the kept links are a mask of the table (same order as the
 induced subgraph's, tested). Measured at 9,216 GPUs (shared 2-core machine): 3-6 ms per
 sub-fabric of 100-700 nodes, where the subgraph route took 17-85 ms.
@@ -31,11 +31,11 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from sim.engine.fabric import LinkTable, link_table
-from sim.engine.pxn import PxnRouter
-from sim.engine.routing import Router, RouteSet
-from sim.fabric_build import derating, fabric_for
-from sim.scenario.schema import FabricSpec
+from moesim.engine.fabric import LinkTable, link_table
+from moesim.engine.pxn import PxnRouter
+from moesim.engine.routing import Router, RouteSet
+from moesim.fabric.build import derating, fabric_for
+from moesim.scenario.schema import FabricSpec
 
 TIER = {"leaf": 1, "spine": 2, "core": 3}
 """Switch tiers above the hosts (:mod:`topologies`)."""
@@ -58,7 +58,7 @@ class MappedRouter(Router):
 @dataclass
 class GraphIndex:
     """One pass over a whole fabric graph: node order, host -> nodes, GPU id -> node, and (on
-    the first sub-fabric) its links as arrays (:class:`sim.engine.fabric.LinkTable`)."""
+    the first sub-fabric) its links as arrays (:class:`moesim.engine.fabric.LinkTable`)."""
 
     graph: nx.DiGraph
     spec: FabricSpec

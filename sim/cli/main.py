@@ -11,8 +11,9 @@ from typing import Any
 
 import click
 
-from sim.commands_plot import save_run_option, trace_option, write_run_files
-from sim.errors import MoesimError
+from moesim import topologies
+from moesim.cli.plot import save_run_option, trace_option, write_run_files
+from moesim.errors import MoesimError
 
 EXIT_BAD_INPUT = 2
 
@@ -22,8 +23,8 @@ def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from scenarios import UnknownScenario
-        from topologies import TopologyError
+        from moesim.scenarios import UnknownScenario
+        from moesim.topologies import TopologyError
 
         try:
             return fn(*args, **kwargs)
@@ -61,10 +62,10 @@ def run(
     """Simulate SCENARIO (a shipped name or a YAML path) and attribute its stragglers."""
     from dataclasses import replace
 
-    from scenarios import resolve
-    from sim.report.summary import summary_text
-    from sim.run import run_scenario
-    from sim.scenario import load_scenario_file
+    from moesim.results.summary import summary_text
+    from moesim.runner.run import run_scenario
+    from moesim.scenario import load_scenario_file
+    from moesim.scenarios import resolve
 
     scn = load_scenario_file(resolve(scenario))
     if seed is not None:
@@ -80,8 +81,8 @@ def run(
 @main.command("scenarios")
 def list_scenarios() -> None:
     """List the shipped scenarios."""
-    from scenarios import resolve, scenario_names
-    from sim.scenario.load import read_yaml_file
+    from moesim.scenario.load import read_yaml_file
+    from moesim.scenarios import resolve, scenario_names
 
     for kind, title in (("", "moesim run"), ("steps", "moesim step")):
         click.echo(f"{title}:")
@@ -103,12 +104,11 @@ def list_scenarios() -> None:
 @_user_errors
 def topo(name: str, as_json: bool, draw: str | None) -> None:
     """Summarise fabric preset NAME: GPUs, switches and links per tier, bisection bandwidth."""
-    import topologies
 
     graph = topologies.load_preset(name)
     info = topologies.summarize(graph)
     if draw:
-        from plots.fabric import draw_fabric
+        from moesim.plots.fabric import draw_fabric
 
         draw_fabric(graph, draw)
     if as_json:
@@ -134,10 +134,9 @@ def place(
     """Where each parallel group of a layout lands on fabric preset FABRIC (Megatron rank order)."""
     from dataclasses import asdict
 
-    import topologies
-    from sim.layout import ParallelLayout
-    from sim.placement import place as place_groups
-    from sim.placement import placement_table
+    from moesim.parallel.layout import ParallelLayout
+    from moesim.parallel.placement import place as place_groups
+    from moesim.parallel.placement import placement_table
 
     graph = topologies.load_preset(fabric)
     if dp is None:
@@ -155,11 +154,11 @@ def place(
 
 def _register_commands() -> None:
     """Commands that live in their own modules."""
-    from sim.commands_design import design, plan
-    from sim.commands_plot import plot
-    from sim.commands_step import step
-    from sim.commands_sweep import sweep
-    from sim.commands_validate import validate
+    from moesim.cli.design import design, plan
+    from moesim.cli.plot import plot
+    from moesim.cli.step import step
+    from moesim.cli.sweep import sweep
+    from moesim.cli.validate import validate
 
     main.add_command(plot)
     main.add_command(design)

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from sim.report.result import Result
-from sim.simulate import Simulation
+from moesim.results.result import Result
+from moesim.runner.group import Simulation
 
 FORMAT = "moesim-run/1"
 UTIL_DECIMALS = 4

@@ -39,11 +39,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
-from sim.layout import ParallelLayout
-from sim.model.accounting import embedding_params, layer_params, mtp_module_params
-from sim.model.activations import RECOMPUTE_MODES, layer_activation_bytes, logits_bytes
-from sim.model.config import ModelConfig
+from moesim.errors import ConfigError
+from moesim.model.accounting import embedding_params, layer_params, mtp_module_params
+from moesim.model.activations import RECOMPUTE_MODES, layer_activation_bytes, logits_bytes
+from moesim.model.config import ModelConfig
+from moesim.parallel.layout import ParallelLayout
 
 GIB = 2**30
 WEIGHT_BYTES = {"bf16": 2, "fp8": 1}

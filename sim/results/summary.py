@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.report.result import Result
+from moesim.results.result import Result
 
 
 def _ms(t_s: float) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from sim.errors import ConfigError, MoesimError
+from moesim.errors import ConfigError, MoesimError
 
 SWEEP_DIR = Path(__file__).resolve().parent.parent / "scenarios" / "sweeps"
 EXIT_BAD_INPUT = 2
@@ -90,9 +90,9 @@ def summary_table(summary: list[dict[str, object]], group_columns: tuple[str, ..
               help="Run on an existing Dask distributed scheduler (needs moesim[dask]).")
 def sweep(spec: str, jobs: int, out: str | None, dask_address: str | None) -> None:
     """Run sweep SPEC (a YAML path or a shipped sweep name); resumes an existing --out."""
-    from sim.sweep import load_sweep_file, run_sweep
-    from sim.sweep.montecarlo import summarize
-    from sim.sweep.runner import sweep_rows
+    from moesim.sweep import load_sweep_file, run_sweep
+    from moesim.sweep.montecarlo import summarize
+    from moesim.sweep.runner import sweep_rows
 
     try:
         parsed = load_sweep_file(resolve_sweep(spec))

@@ -24,10 +24,10 @@ def step(scenario: str, mode: str | None, microbatches: int | None, seed: int | 
          as_json: bool, out: str | None) -> None:
     """Simulate SCENARIO (a name from scenarios/steps or a YAML path): step time, MFU,
     breakdown (compute, exposed all-to-all / TP / DP, bubble, optimizer) and critical path."""
-    from scenarios import resolve
-    from sim.report.step_summary import step_text
-    from sim.step.run import run_step
-    from sim.step.scenario import load_step_file
+    from moesim.results.step_summary import step_text
+    from moesim.scenarios import resolve
+    from moesim.step.run import run_step
+    from moesim.step.scenario import load_step_file
 
     scn = load_step_file(resolve(scenario, "steps"))
     spec = scn.spec

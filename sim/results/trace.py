@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.simulate import Simulation
+from moesim.runner.group import Simulation
 
 US_PER_S = 1e6
 COMPUTE_TID = 0

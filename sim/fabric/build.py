@@ -10,11 +10,11 @@ from collections.abc import Iterable
 
 import networkx as nx
 
-import topologies
-from sim.calibration import link_achievable_fraction
-from sim.engine.fabric import Fabric, fabric_from_graph
-from sim.errors import ConfigError
-from sim.scenario.schema import FabricSpec
+from moesim import topologies
+from moesim.calibration import link_achievable_fraction
+from moesim.engine.fabric import Fabric, fabric_from_graph
+from moesim.errors import ConfigError
+from moesim.scenario.schema import FabricSpec
 
 CORE_TIERS = ("leaf_spine", "spine_core")
 """Link tiers inside the switched fabric (not a GPU's own NVLink, PCIe or NIC port)."""

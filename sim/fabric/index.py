@@ -1,7 +1,7 @@
 """GPU attributes a placement needs, indexed once per (fabric, first GPU, world size).
 
 For each switch tier level, which connected component of the GPU-free fabric each GPU
-touches (see :mod:`sim.placement` for how spans follow from that), plus each GPU's host,
+touches (see :mod:`moesim.parallel.placement` for how spans follow from that), plus each GPU's host,
 NVLink domain and per-link-class bandwidth. Building it walks the graph; placing many
 layouts on one fabric should reuse one index.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 LINK_CLASSES = ("nvlink", "pcie", "nic", "leaf_spine", "spine_core")
 LEVELS = (0, 1, 2, 3)  # switch tiers: nvswitch 0, leaf 1, spine 2, core 3

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import click
 
-from sim.errors import ConfigError, MoesimError
-from sim.report.result import Result
-from sim.scenario.schema import Scenario
+from moesim.errors import ConfigError, MoesimError
+from moesim.results.result import Result
+from moesim.scenario.schema import Scenario
 
 F = TypeVar("F", bound=Callable[..., Any])
 KINDS = ("congestion", "timeline", "breakdown", "stragglers", "sweep")
@@ -44,8 +44,8 @@ def save_run_option(fn: F) -> F:
 
 def write_trace(scn: Scenario, path: str | Path) -> Path:
     """Simulate ``scn`` once and write its Chrome trace to ``path``."""
-    from sim.report.trace import write_chrome_trace
-    from sim.simulate import simulate
+    from moesim.results.trace import write_chrome_trace
+    from moesim.runner.group import simulate
 
     return write_chrome_trace(simulate(scn), path)
 
@@ -59,9 +59,9 @@ def write_run_files(
     """Write the trace and/or run record of ``scn`` (whose result is ``result``)."""
     if trace_path is None and run_path is None:
         return []
-    from sim.report.timeline import save_run
-    from sim.report.trace import write_chrome_trace
-    from sim.simulate import simulate
+    from moesim.results.timeline import save_run
+    from moesim.results.trace import write_chrome_trace
+    from moesim.runner.group import simulate
 
     sim = simulate(scn)
     written = []
@@ -82,12 +82,12 @@ def draw(kind: str, results: tuple[str, ...], out: str, x: str | None = None) ->
         raise ConfigError("results", f"{kind} draws one file; got {len(results)}")
     if x is not None and kind != "sweep":
         raise ConfigError("x", "only the sweep plot takes --x")
-    from plots.breakdown import draw_breakdown
-    from plots.common import check_output
-    from plots.congestion import draw_congestion
-    from plots.stragglers import draw_stragglers
-    from plots.sweep import draw_sweep
-    from plots.timeline import draw_timeline
+    from moesim.plots.breakdown import draw_breakdown
+    from moesim.plots.common import check_output
+    from moesim.plots.congestion import draw_congestion
+    from moesim.plots.stragglers import draw_stragglers
+    from moesim.plots.sweep import draw_sweep
+    from moesim.plots.timeline import draw_timeline
 
     check_output(out)
     if kind == "congestion":

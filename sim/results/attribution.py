@@ -24,9 +24,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from sim.report.result import CollectiveStat, Straggler
-from sim.simulate import Simulation
-from sim.workload.moe_stack import Phase
+from moesim.results.result import CollectiveStat, Straggler
+from moesim.runner.group import Simulation
+from moesim.workload.moe_stack import Phase
 
 HOT_RATIO = 1.1
 """A rank whose share of the bytes or tokens is this far above the mean counts as hot."""

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.errors import ConfigError
+from moesim.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sim.model.config import ModelConfig
+    from moesim.model.config import ModelConfig
 
 DENSE_KINDS = ("tp", "cp", "dp", "pp")
 EXPERT_KINDS = ("etp", "ep", "edp", "pp")

@@ -15,13 +15,13 @@ from typing import Any
 
 import click
 
-from sim.errors import MoesimError
+from moesim.errors import MoesimError
 
 
 def _one_line(fn: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from topologies import TopologyError
+        from moesim.topologies import TopologyError
 
         try:
             return fn(*args, **kwargs)
@@ -56,7 +56,7 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _spec(**kw: Any) -> Any:
-    from sim.plan.spec import DesignSpec
+    from moesim.plan.spec import DesignSpec
 
     return DesignSpec(model=kw["model"], gpus=kw["gpus"], gpu=kw["gpu"], fabric=kw["fabric"],
                       tokens=kw["tokens"], days=kw["days"], seq_len=kw["seq_len"],
@@ -72,8 +72,8 @@ def _spec(**kw: Any) -> Any:
 def design(out: str | None, as_json: bool, **kw: Any) -> None:
     """Size a training cluster, choose and map its parallel layout (defaults: 1T MoE on
     4096 H200)."""
-    from sim.plan.design import design as run_design
-    from sim.plan.report import to_markdown, to_record
+    from moesim.plan.design import design as run_design
+    from moesim.plan.report import to_markdown, to_record
 
     res = run_design(_spec(**kw))
     text = json.dumps(to_record(res), indent=2) if as_json else to_markdown(res)
@@ -97,8 +97,8 @@ def accounting(model: str, seq_len: int) -> None:
     """Total versus active parameters by part, and FLOPs per token."""
     from dataclasses import asdict
 
-    from sim.model import flops_per_token, param_counts
-    from sim.plan.design import load_model
+    from moesim.model import flops_per_token, param_counts
+    from moesim.plan.design import load_model
 
     cfg = load_model(model)
     c = param_counts(cfg)
@@ -127,11 +127,11 @@ def accounting(model: str, seq_len: int) -> None:
 @_one_line
 def memory(model: str, gpu: str, seq_len: int, global_batch: int, **degrees: int) -> None:
     """Per-GPU state budget of one layout (selective, then full recompute)."""
-    from sim.hardware import get_gpu
-    from sim.layout import ParallelLayout
-    from sim.plan.candidates import check_layout
-    from sim.plan.design import load_model
-    from sim.plan.spec import DesignSpec
+    from moesim.hardware import get_gpu
+    from moesim.parallel.layout import ParallelLayout
+    from moesim.plan.candidates import check_layout
+    from moesim.plan.design import load_model
+    from moesim.plan.spec import DesignSpec
 
     layout = ParallelLayout(**degrees)
     cfg = load_model(model)
@@ -153,8 +153,8 @@ def memory(model: str, gpu: str, seq_len: int, global_batch: int, **degrees: int
 @_one_line
 def layouts(**kw: Any) -> None:
     """Rank the layouts for a GPU count on a fabric (estimate, then simulated MoE)."""
-    from sim.plan.design import design as run_design
-    from sim.plan.report import _candidates_table
+    from moesim.plan.design import design as run_design
+    from moesim.plan.report import _candidates_table
 
     res = run_design(_spec(**kw))
     click.echo("\n".join(_candidates_table(res)))

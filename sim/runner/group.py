@@ -1,7 +1,7 @@
 """Assemble a scenario into engine + workload and simulate it once.
 
 ``simulate(scenario)`` returns the raw material (trace, network, routings,
-costs); :mod:`sim.run` turns it, with its counterfactuals, into a result.
+costs); :mod:`moesim.runner.run` turns it, with its counterfactuals, into a result.
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ import networkx as nx
 import numpy as np
 import simpy
 
-from sim.engine.fabric import Fabric
-from sim.engine.network import FlowNetwork
-from sim.engine.pxn import PxnRouter
-from sim.engine.routing import Router
-from sim.errors import ConfigError
-from sim.fabric_build import build_graph, fabric_for
-from sim.hardware import get_gpu
-from sim.router import RouterConfig, RoutingResult, route_tokens
-from sim.scenario.schema import Scenario
-from sim.workload.costs import LayerCosts, LayerShape, layer_costs
-from sim.workload.moe_stack import StackTrace, WireFormat, replay_moe_stack
+from moesim.engine.fabric import Fabric
+from moesim.engine.network import FlowNetwork
+from moesim.engine.pxn import PxnRouter
+from moesim.engine.routing import Router
+from moesim.errors import ConfigError
+from moesim.fabric.build import build_graph, fabric_for
+from moesim.hardware import get_gpu
+from moesim.router import RouterConfig, RoutingResult, route_tokens
+from moesim.scenario.schema import Scenario
+from moesim.workload.costs import LayerCosts, LayerShape, layer_costs
+from moesim.workload.moe_stack import StackTrace, WireFormat, replay_moe_stack
 
 
 @dataclass

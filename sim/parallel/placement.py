@@ -39,9 +39,9 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from sim.errors import ConfigError, FabricError
-from sim.fabric_index import LEVELS, LINK_CLASSES, IndexedFabric, index_fabric
-from sim.layout import ParallelLayout
+from moesim.errors import ConfigError, FabricError
+from moesim.fabric.index import LEVELS, LINK_CLASSES, IndexedFabric, index_fabric
+from moesim.parallel.layout import ParallelLayout
 
 PLACE_KINDS = ("tp", "cp", "ep", "etp", "dp", "edp", "pp")
 SPANS = ("gpu", "nvlink", "leaf", "spine", "core")
@@ -151,7 +151,7 @@ def place_kind(layout: ParallelLayout, fab: IndexedFabric, kind: str) -> GroupPl
 def place(layout: ParallelLayout, graph: nx.DiGraph, first_gpu: int = 0) -> list[GroupPlacement]:
     """One :class:`GroupPlacement` per group kind of size > 1, in :data:`PLACE_KINDS` order.
 
-    >>> from topologies import rail_fat_tree
+    >>> from moesim.topologies import rail_fat_tree
     >>> [(p.kind, p.span, p.slowest_tier) for p in place(ParallelLayout(ep=16, dp=32),
     ...                                                   rail_fat_tree(4, hosts_per_su=4))]
     [('ep', 'spine', 'nic'), ('dp', 'spine', 'nic'), ('edp', 'leaf', 'nic')]

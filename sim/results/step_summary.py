@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sim.step.scenario import StepScenario
+from moesim.step.scenario import StepScenario
 
 
 def _ms(time_s: float) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from sim.validate import CASES, render_table, results_json, run_cases
-from sim.validate.table import FAIL
+from moesim.validate import CASES, render_table, results_json, run_cases
+from moesim.validate.table import FAIL
 
 
 @click.command("validate")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.fabric_build import build_graph, uncongested
-from sim.report.attribution import attribute
-from sim.report.result import LinkStat, RankStat, Result
-from sim.router import imbalance
-from sim.scenario.schema import Scenario
-from sim.simulate import Simulation, simulate
+from moesim.fabric.build import build_graph, uncongested
+from moesim.results.attribution import attribute
+from moesim.results.result import LinkStat, RankStat, Result
+from moesim.router import imbalance
+from moesim.runner.group import Simulation, simulate
+from moesim.scenario.schema import Scenario
 
 
 def run_scenario(scn: Scenario) -> Result:

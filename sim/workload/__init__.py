@@ -1,0 +1,1 @@
+"""The MoE workload: layer shapes and costs, elementwise kernels, DeepEP traffic, layer stacks."""
