@@ -211,8 +211,8 @@ def test_unknown_mode_names_the_field() -> None:
 
 def test_dp_ring_group_is_the_dense_dp_group() -> None:
     """The DP ring that fast mode's ring estimate and full mode's rings both take
-    (moesim.step.tpcp.ring_group) is the DP x CP group."""
-    from moesim.step.tpcp import dense_dp_group, ring_group
+    (moesim.step.groups.ring_group) is the DP x CP group."""
+    from moesim.step.groups import dense_dp_group, ring_group
 
     lay = ParallelLayout(tp=2, cp=2, pp=2, ep=4, dp=2)
     for rank in (0, 5, 11, 14):

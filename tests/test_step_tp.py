@@ -13,10 +13,11 @@ from moesim.hardware.attention import attention_flops
 from moesim.model import ModelConfig, get_model, training_flops
 from moesim.parallel.layout import ParallelLayout
 from moesim.step import StepSpec, run_step, simulate_step
+from moesim.step.groups import dense_dp_group
 from moesim.step.plan import build_plan, route_layer
 from moesim.step.spec import DEFAULT_FABRIC
 from moesim.step.state import CATEGORIES
-from moesim.step.tpcp import CP_TAG, TP_TAG, dense_dp_group
+from moesim.step.tpcp import CP_TAG, TP_TAG
 from moesim.workload.costs import LayerShape, attention_block_s, attention_core_s, ffn_s
 
 SEQ = 1024

@@ -20,20 +20,40 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from moesim.errors import ConfigError
 from moesim.router.streams import TAG_POPULARITY_LAYER, TAG_POPULARITY_MICROBATCH, stream
 
-if TYPE_CHECKING:
-    from moesim.router.config import RouterConfig
+
+class PopularityKnobs(Protocol):
+    """The router settings a popularity model reads (:class:`moesim.router.RouterConfig` has
+    them); declared here so this module sits below the config that validates against it."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def hot_experts(self) -> int: ...
+    @property
+    def hot_factor(self) -> float: ...
+    @property
+    def concentration(self) -> float: ...
+    @property
+    def bias_std(self) -> float: ...
+    @property
+    def resample(self) -> str: ...
+    @property
+    def drift_steps(self) -> int: ...
+
 
 P_FLOOR_REL = 1e-12
 """Smallest popularity relative to uniform (1/n_experts); keeps Dirichlet underflow reachable."""
 
-DrawFn = Callable[["RouterConfig", np.random.Generator, int], np.ndarray]
+DrawFn = Callable[[PopularityKnobs, np.random.Generator, int], np.ndarray]
 """(config, generator, n_experts) -> non-negative weights [n_experts] (normalised afterwards)."""
 
 
@@ -70,16 +90,16 @@ def popularity_model(name: str) -> PopularityModel:
     return _MODELS[name]
 
 
-def _uniform(cfg: RouterConfig, rng: np.random.Generator, n_experts: int) -> np.ndarray:
+def _uniform(cfg: PopularityKnobs, rng: np.random.Generator, n_experts: int) -> np.ndarray:
     return np.ones(n_experts)
 
 
-def _zipf(cfg: RouterConfig, rng: np.random.Generator, n_experts: int) -> np.ndarray:
+def _zipf(cfg: PopularityKnobs, rng: np.random.Generator, n_experts: int) -> np.ndarray:
     ranking = rng.permutation(n_experts) + 1
     return 1.0 / ranking.astype(np.float64) ** cfg.alpha
 
 
-def _hot(cfg: RouterConfig, rng: np.random.Generator, n_experts: int) -> np.ndarray:
+def _hot(cfg: PopularityKnobs, rng: np.random.Generator, n_experts: int) -> np.ndarray:
     if cfg.hot_experts > n_experts:
         raise ConfigError(
             "router.hot_experts", f"{cfg.hot_experts} hot experts, but only {n_experts} experts"
@@ -89,11 +109,11 @@ def _hot(cfg: RouterConfig, rng: np.random.Generator, n_experts: int) -> np.ndar
     return weights
 
 
-def _dirichlet(cfg: RouterConfig, rng: np.random.Generator, n_experts: int) -> np.ndarray:
+def _dirichlet(cfg: PopularityKnobs, rng: np.random.Generator, n_experts: int) -> np.ndarray:
     return rng.dirichlet(np.full(n_experts, cfg.concentration))
 
 
-def _force_biased(cfg: RouterConfig, rng: np.random.Generator, n_experts: int) -> np.ndarray:
+def _force_biased(cfg: PopularityKnobs, rng: np.random.Generator, n_experts: int) -> np.ndarray:
     bias = rng.normal(0.0, abs(cfg.bias_std), size=n_experts)
     return np.exp(bias - bias.max())
 
@@ -115,7 +135,7 @@ def normalise(weights: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
-def redrawn_per_forward(cfg: RouterConfig) -> bool:
+def redrawn_per_forward(cfg: PopularityKnobs) -> bool:
     """True when popularity is redrawn for every (layer, micro-batch, step).
 
     force_biased follows Megatron's sign rule (bias_std > 0: new bias every forward; otherwise
@@ -127,7 +147,13 @@ def redrawn_per_forward(cfg: RouterConfig) -> bool:
 
 
 def layer_popularity(
-    cfg: RouterConfig, *, n_experts: int, seed: int, layer: int, microbatch: int = 0, step: int = 0
+    cfg: PopularityKnobs,
+    *,
+    n_experts: int,
+    seed: int,
+    layer: int,
+    microbatch: int = 0,
+    step: int = 0,
 ) -> np.ndarray:
     """The popularity p [n_experts] used for one (layer, micro-batch, step); sums to 1.
 

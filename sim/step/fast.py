@@ -74,11 +74,11 @@ from moesim.hardware import GpuSpec
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import RoutingResult
 from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
+from moesim.step.groups import ring_group
 from moesim.step.plan import LayerPlan, StepPlan
 from moesim.step.run import StepResult, simulate_ranks, summarise
 from moesim.step.spec import StepSpec
 from moesim.step.state import CATEGORIES, StepState
-from moesim.step.tpcp import ring_group
 from moesim.workload.costs import LayerCosts, LayerShape
 
 RELEASE = {"combine": "experts_fwd", "dispatch_bwd": "experts_bwd"}

@@ -19,9 +19,9 @@ from moesim.collectives.alltoall import AllToAll
 from moesim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_scatter
 from moesim.engine.network import FlowNetwork
 from moesim.schedule.ops import ScheduleOps
+from moesim.step.groups import ring_group
 from moesim.step.plan import LayerPlan, StepPlan
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
-from moesim.step.tpcp import ring_group
 
 CATEGORIES = ("compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer",
               "cp_exposed")

@@ -26,38 +26,19 @@ reduce-scatters the outputs before the combine all-to-all (backward: the same ar
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import simpy
 
 from moesim.collectives.p2p import send
 from moesim.collectives.ring import ring_all_gather, ring_reduce_scatter
-from moesim.parallel.layout import ParallelLayout
+from moesim.step.groups import group
 
 if TYPE_CHECKING:
     from moesim.step.state import StepState
 
 TP_TAG = -2  # flow tag of the TP all-gathers / reduce-scatters
 CP_TAG = -3  # flow tag of the ring-attention K/V sends
-
-
-@lru_cache(maxsize=4096)
-def group(lay: ParallelLayout, kind: str, rank: int) -> tuple[int, ...]:
-    """``lay.group_of(kind, rank)``, cached (the layout is frozen)."""
-    return lay.group_of(kind, rank)
-
-
-@lru_cache(maxsize=4096)
-def dense_dp_group(lay: ParallelLayout, rank: int) -> tuple[int, ...]:
-    """``lay.dense_dp_group(rank)`` (the DP x CP group), cached (the layout is frozen)."""
-    return lay.dense_dp_group(rank)
-
-
-def ring_group(lay: ParallelLayout, ring: str, rank: int) -> tuple[int, ...]:
-    """The ranks of ``rank``'s gradient ring ``ring``: "dp" is the DP x CP group (dense
-    parameters), "edp" the expert-data-parallel group."""
-    return dense_dp_group(lay, rank) if ring == "dp" else group(lay, ring, rank)
 
 
 def tp_collective(

@@ -17,7 +17,6 @@ are ``1/cp`` of the sequence's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,8 @@ from moesim.hardware import (
 from moesim.model import ModelConfig
 from moesim.model.accounting import attention_matmul_params
 from moesim.router import RoutingResult
-from moesim.workload.elementwise import BF16_BYTES, permute_bytes, with_elementwise
+from moesim.workload.elementwise import permute_bytes, with_elementwise
+from moesim.workload.shape import BF16_BYTES, LayerCosts, LayerShape
 
 FP8_SCALE_GROUP = 128  # DeepEP FP8 dispatch: one fp32 scale per 128 elements
 WIRE_DTYPES = ("fp8", "bf16")
@@ -46,33 +46,6 @@ def token_bytes(hidden: int, dtype: str) -> float:
     if dtype == "fp8":
         return hidden + hidden / FP8_SCALE_GROUP * 4
     return BF16_BYTES * hidden
-
-
-@dataclass(frozen=True)
-class LayerShape:
-    """What the costs need from the model and the micro-batch."""
-
-    model: ModelConfig
-    tokens_per_rank: int  # tokens the rank holds between layers (its TP/CP shard)
-    seq_len: int
-    compute_dtype: str = "bf16"
-    tp: int = 1  # tensor-parallel degree (with sequence parallelism)
-    cp: int = 1  # context-parallel degree
-    etp: int = 1  # expert-tensor-parallel degree
-
-    @property
-    def hidden(self) -> int:
-        return self.model.hidden_size
-
-    @property
-    def gathered_tokens(self) -> int:
-        """Tokens of the TP group after the sequence-parallel all-gather."""
-        return self.tokens_per_rank * self.tp
-
-    @property
-    def tp_buffer_bytes(self) -> float:
-        """bf16 hidden states of the gathered tokens: the TP all-gather / reduce-scatter size."""
-        return float(self.gathered_tokens * self.hidden * BF16_BYTES)
 
 
 def _attention_dims(model: ModelConfig) -> tuple[int, int]:
@@ -175,18 +148,6 @@ def experts_s(
 def unpermute_s(shape: LayerShape, gpu: GpuSpec, slowdown: float) -> float:
     """Weighted sum of the returned token copies back into token order."""
     return float(memory_bound_time_s(gpu, permute_bytes(shape), slowdown))
-
-
-@dataclass(frozen=True)
-class LayerCosts:
-    """Per-rank compute times (seconds) of one layer's ops, forward and backward."""
-
-    attn_fwd: np.ndarray
-    router: np.ndarray
-    experts_fwd: np.ndarray
-    unpermute: np.ndarray
-    attn_bwd: np.ndarray
-    experts_bwd: np.ndarray
 
 
 def layer_costs(

@@ -38,16 +38,12 @@ kernels on ``[m, experts]`` (launch-bound, a few microseconds each), the gate GE
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from moesim.hardware import GpuSpec, memory_bound_time_s
+from moesim.workload.shape import BF16_BYTES, LayerCosts, LayerShape
 
-if TYPE_CHECKING:
-    from moesim.workload.costs import LayerCosts, LayerShape
-
-BF16_BYTES = 2  # what moesim.workload.costs uses too (it imports this module)
 NORM_RESIDUAL_FWD_MISSING = 4.0
 """Elements per token x hidden not charged by costs.py forward: 10 m h inventory - 6 m h."""
 
@@ -56,7 +52,7 @@ def rope_bytes(shape: LayerShape) -> float:
     """HBM bytes of the rotary embedding on one rank's q and k (one direction).
 
     >>> from moesim.model import get_model
-    >>> from moesim.workload.costs import LayerShape
+    >>> from moesim.workload.shape import LayerShape
     >>> rope_bytes(LayerShape(get_model("mixtral-8x7b"), 4096, 4096))  # 2 x m x (32+8) x 128 x 2
     83886080.0
     """

@@ -1,0 +1,54 @@
+"""What one MoE layer's cost model takes (:class:`LayerShape`) and gives (:class:`LayerCosts`).
+
+The records sit below :mod:`moesim.workload.costs` and :mod:`moesim.workload.elementwise`, which
+both price the layer from a shape and add to its costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from moesim.model import ModelConfig
+
+BF16_BYTES = 2  # bytes per bf16 element: hidden states, activations, gradients on the wire
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """What the costs need from the model and the micro-batch."""
+
+    model: ModelConfig
+    tokens_per_rank: int  # tokens the rank holds between layers (its TP/CP shard)
+    seq_len: int
+    compute_dtype: str = "bf16"
+    tp: int = 1  # tensor-parallel degree (with sequence parallelism)
+    cp: int = 1  # context-parallel degree
+    etp: int = 1  # expert-tensor-parallel degree
+
+    @property
+    def hidden(self) -> int:
+        return self.model.hidden_size
+
+    @property
+    def gathered_tokens(self) -> int:
+        """Tokens of the TP group after the sequence-parallel all-gather."""
+        return self.tokens_per_rank * self.tp
+
+    @property
+    def tp_buffer_bytes(self) -> float:
+        """bf16 hidden states of the gathered tokens: the TP all-gather / reduce-scatter size."""
+        return float(self.gathered_tokens * self.hidden * BF16_BYTES)
+
+
+@dataclass(frozen=True)
+class LayerCosts:
+    """Per-rank compute times (seconds) of one layer's ops, forward and backward."""
+
+    attn_fwd: np.ndarray
+    router: np.ndarray
+    experts_fwd: np.ndarray
+    unpermute: np.ndarray
+    attn_bwd: np.ndarray
+    experts_bwd: np.ndarray
