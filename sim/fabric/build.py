@@ -14,7 +14,7 @@ from moesim import topologies
 from moesim.calibration import link_achievable_fraction
 from moesim.engine.fabric import Fabric, fabric_from_graph
 from moesim.errors import ConfigError
-from moesim.scenario.schema import FabricSpec
+from moesim.fabric.spec import FabricSpec
 
 CORE_TIERS = ("leaf_spine", "spine_core")
 """Link tiers inside the switched fabric (not a GPU's own NVLink, PCIe or NIC port)."""

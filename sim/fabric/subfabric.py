@@ -35,7 +35,7 @@ from moesim.engine.fabric import LinkTable, link_table
 from moesim.engine.pxn import PxnRouter
 from moesim.engine.routing import Router, RouteSet
 from moesim.fabric.build import derating, fabric_for
-from moesim.scenario.schema import FabricSpec
+from moesim.fabric.spec import FabricSpec
 
 TIER = {"leaf": 1, "spine": 2, "core": 3}
 """Switch tiers above the hosts (:mod:`topologies`)."""

@@ -5,32 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from moesim.errors import ConfigError
+from moesim.fabric.spec import FabricSpec
 from moesim.model import ModelConfig
 from moesim.router import RouterConfig
 from moesim.workload.costs import WIRE_DTYPES
-
-MULTIPATH = ("ecmp", "dmodk", "spray")
-
-
-@dataclass(frozen=True)
-class FabricSpec:
-    """Which fabric (a topology preset plus overrides), how it routes, what is broken."""
-
-    preset: str = "hgx-h100"
-    params: tuple[tuple[str, object], ...] = ()  # overrides of the preset's builder params
-    multipath: str = "ecmp"
-    batch_window_rel: float = 0.0  # 0 = exact; see moesim.engine.network
-    pxn: bool = False  # cross-rail traffic via NVLink to the rail-matched GPU (NCCL PXN)
-    derate: bool = True  # apply the achievable-bandwidth calibration per link tier
-    faults: tuple[tuple[tuple[str, object], ...], ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.multipath not in MULTIPATH:
-            raise ConfigError(
-                "fabric.multipath", f"unknown '{self.multipath}'; allowed: {', '.join(MULTIPATH)}"
-            )
-        if not 0 <= self.batch_window_rel <= 0.2:
-            raise ConfigError("fabric.batch_window_rel", "must be in [0, 0.2] (0 = exact)")
 
 
 @dataclass(frozen=True)
