@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from moesim import topologies
+from moesim.cli.oneline import OneLineGroup
 from moesim.cli.plot import save_run_option, trace_option, write_run_files
 from moesim.errors import MoesimError
 
@@ -35,7 +36,7 @@ def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-@click.group()
+@click.group(cls=OneLineGroup)
 @click.version_option(package_name="moesim")
 def main() -> None:
     """moesim: simulate MoE training steps on GPU cluster fabrics."""

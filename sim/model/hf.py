@@ -20,13 +20,13 @@ starting with ``qwen3``.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from moesim.errors import ConfigError
+from moesim.io import read_json
 from moesim.model.config import ModelConfig
 from moesim.model.layer_pattern import moe_layers_from_freq, moe_layers_qwen
 
@@ -39,13 +39,7 @@ def load_hf_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    try:
-        with p.open(encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise ConfigError("model.path", f"cannot read {str(p)!r}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError("model.path", f"{str(p)!r} is not valid JSON: {exc.msg}") from None
+    data = read_json(p, "model.path")
     if not isinstance(data, dict):
         raise ConfigError("model.path", f"{str(p)!r} does not hold a JSON object")
     return data

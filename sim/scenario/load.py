@@ -6,10 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from moesim.errors import ConfigError
 from moesim.hardware import get_gpu
+from moesim.io import read_yaml
 from moesim.model import ModelConfig, get_model, model_from_dict
 from moesim.router import RouterConfig
 from moesim.scenario.fields import build_plain, check_keys, check_type
@@ -30,14 +29,9 @@ FABRIC_KEYS = ["preset", "params", "multipath", "batch_window_rel", "pxn", "dera
 
 
 def read_yaml_file(path: str | Path, what: str) -> object:
-    """The parsed YAML of ``path`` (safe loader: nothing in it is executed); an unreadable file
-    or bad YAML raises ConfigError (field: ``what``, or the path for a syntax error)."""
-    try:
-        return yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), f"not valid YAML ({exc.__class__.__name__})") from exc
-    except OSError as exc:
-        raise ConfigError(what, f"cannot read {path}: {exc.strerror}") from exc
+    """The parsed YAML of ``path`` (safe loader, alias budget, size and depth limits:
+    :mod:`moesim.io.yaml_read`); any problem raises ConfigError naming ``what``."""
+    return read_yaml(path, what)
 
 
 def load_scenario_file(path: str | Path) -> Scenario:

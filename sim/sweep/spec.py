@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from moesim.errors import ConfigError
+from moesim.io import read_yaml
 from moesim.scenario import Scenario, scenario_from_dict
 from moesim.sweep.paths import check_path, set_path
 
@@ -110,12 +109,7 @@ def point_scenario(spec: SweepSpec, point: Point) -> Scenario:
 def load_sweep_file(path: str | Path) -> SweepSpec:
     """Parse a sweep YAML file (see the module docstring)."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), f"not valid YAML ({exc.__class__.__name__})") from exc
-    except OSError as exc:
-        raise ConfigError("sweep", f"cannot read {path}: {exc.strerror}") from exc
+    data = read_yaml(path, "sweep")
     return sweep_from_dict(data, name=path.stem, root=path.parent)
 
 
@@ -161,7 +155,7 @@ def _base_mapping(base: str, root: Path | None) -> dict[str, Any]:
         path = local if local is not None and local.is_file() else resolve(base)
     except UnknownScenario as exc:
         raise ConfigError("sweep.base", str(exc)) from exc
-    data = yaml.safe_load(path.read_text())
+    data = read_yaml(path, "sweep.base")
     if not isinstance(data, dict):
         raise ConfigError("sweep.base", f"{path} is not a scenario mapping")
     data.setdefault("name", path.stem)
