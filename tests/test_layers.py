@@ -24,7 +24,7 @@ SIZE_CHECKED = ("sim", "topologies", "scenarios", "plots", "benchmarks")
 
 FLOORS: dict[int, tuple[str, ...]] = {
     # data, records and the engine: import nothing of the project above this floor
-    0: ("errors", "calibration", "engine", "hardware", "model", "router", "schedule",
+    0: ("errors", "io", "calibration", "engine", "hardware", "model", "router", "schedule",
         "topologies", "scenarios", "results", "plots"),
     1: ("collectives", "fabric", "parallel"),  # flows on the engine; fabrics; layouts
     2: ("workload",),  # MoE layer ops and their costs
