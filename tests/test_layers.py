@@ -201,7 +201,8 @@ def test_the_checks_catch_a_bad_import(edge: tuple[str, str], rule: str) -> None
         assert sorted(edge) in circles(edges)
 
 
-KNOWN_LONG = {"sim/engine/network.py": "tidy: split by concept"}
+KNOWN_LONG: dict[str, str] = {}
+"""Modules over the limit still being split, with the engineer splitting them."""
 
 
 def test_no_module_over_350_lines() -> None:

@@ -23,13 +23,6 @@ FLOW_COLUMNS: dict[str, tuple[type, float]] = {
     "bottleneck": (np.int64, -1),
 }
 
-GROUP_COLUMNS: dict[str, tuple[type, float]] = {
-    "left": (np.int64, 0),
-    "finish_s": (np.float64, 0.0),
-    "last_flow": (np.int64, -1),
-}
-
-
 class Columns:
     """Named numpy columns sharing one length, grown by doubling."""
 

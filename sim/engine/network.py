@@ -37,27 +37,13 @@ import simpy
 from moesim.engine import batching
 from moesim.engine.active import ActiveFlows
 from moesim.engine.fabric import Fabric, implied_partner
-from moesim.engine.flowtable import FLOW_COLUMNS, GROUP_COLUMNS, Columns, PairStore
+from moesim.engine.flowtable import FLOW_COLUMNS, Columns, PairStore
+from moesim.engine.groups import CompletionGroups
+from moesim.engine.late import LateEvent
 from moesim.engine.linkstats import LinkStats
 from moesim.engine.ratesolver import RateSolver
 from moesim.engine.routing import Router
 from moesim.engine.solo import SoloSet, alone, moved_bytes
-
-LATE = 2
-"""SimPy priority of the network's own events: after URGENT (0) and NORMAL (1)."""
-
-
-class _Late(simpy.events.Event):
-    """An event that fires at ``now + delay`` after all ordinary events of that instant."""
-
-    def __init__(
-        self, env: simpy.Environment, delay_s: float, callback: object, value: int = -1
-    ) -> None:
-        super().__init__(env)
-        self._ok = True
-        self._value = value
-        self.callbacks.append(callback)  # type: ignore[arg-type]
-        env.schedule(self, simpy.events.EventPriority(LATE), delay_s)
 
 
 class FlowNetwork:
@@ -99,29 +85,18 @@ class FlowNetwork:
         self._t_last = 0.0
         self._gen = 0
         self._flush_at: float | None = None
-        self.groups = Columns(GROUP_COLUMNS, capacity=256)
-        self._g_event: list[simpy.Event] = []
-        self._g_drained: dict[int, simpy.Event] = {}  # groups someone waits to drain
+        self.groups = CompletionGroups(env)
         self._solos = SoloSet(n_links)  # flows alone on their links (moesim.engine.solo)
         self._replaying = False  # _materialize: solved flows joining as of their start
 
     # ---------------------------------------------------------------- API
     def expect(self, n_flows: int) -> tuple[int, simpy.Event]:
         """A completion group awaiting ``n_flows`` flows; returns (group id, event)."""
-        gid = int(self.groups.append(left=[n_flows], finish_s=[self.env.now])[0])
-        event = self.env.event()
-        self._g_event.append(event)
-        if n_flows == 0:
-            event.succeed(-1)
-        return gid, event
+        return self.groups.expect(n_flows)
 
     def drained(self, gid: int) -> simpy.Event:
-        """An event that fires when group ``gid``'s last flow drains: its bytes have left
-        every link (the group's own event fires a path latency later, on arrival). A sender
-        that keeps one transfer on the wire at a time starts the next one here."""
-        if gid not in self._g_drained:
-            self._g_drained[gid] = self.env.event()
-        return self._g_drained[gid]
+        """Fires when group ``gid``'s last flow drains (:meth:`CompletionGroups.drained`)."""
+        return self.groups.drained(gid)
 
     def start(
         self,
@@ -179,7 +154,7 @@ class FlowNetwork:
     def _request_update(self) -> None:
         if self._flush_at != self.env.now:
             self._flush_at = self.env.now
-            _Late(self.env, 0.0, self._on_event)
+            LateEvent(self.env, 0.0, self._on_event)
 
     def _on_event(self, event: simpy.events.Event) -> None:
         gen = int(event.value if event.value is not None else -1)
@@ -290,7 +265,7 @@ class FlowNetwork:
         wake_s = float(left_s[batch].max())
         if now != self.env.now:  # a late join (_materialize): wake at now + wake_s
             wake_s = max(now + wake_s - self.env.now, 0.0)
-        _Late(self.env, wake_s, self._on_event, self._gen)
+        LateEvent(self.env, wake_s, self._on_event, self._gen)
 
     # ------------------------------------------------ flows alone (moesim.engine.solo)
     def _alone_pairs(self, net: np.ndarray
@@ -317,7 +292,7 @@ class FlowNetwork:
             fl["rate_Bps"][fid], fl["bottleneck"][fid] = solo.rate_Bps, solo.bottleneck
             self._young[solo.solver_links] = now
             self._flows_on += solo.count
-            _Late(self.env, solo.size_bytes / solo.rate_Bps, self._solo_done, fid)
+            LateEvent(self.env, solo.size_bytes / solo.rate_Bps, self._solo_done, fid)
         self._load = self._solos.load_Bps.copy()
         self.stats.sample(now, self._load, self._flows_on)
 
@@ -362,31 +337,4 @@ class FlowNetwork:
         fl["drain_s"][ids] = drain_s
         finish = drain_s + fl["latency_s"][ids]
         fl["finish_s"][ids] = finish
-        groups = fl["group"][ids]
-        mine = groups >= 0
-        ids, groups, finish = ids[mine], groups[mine], finish[mine]
-        if ids.size == 0:
-            return
-        gc = self.groups.col
-        order = np.lexsort((ids, finish, groups))  # per group, the last arrival comes last
-        last = order[np.r_[groups[order][1:] != groups[order][:-1], True]]
-        g_last = groups[last]
-        later = finish[last] >= gc["finish_s"][g_last]
-        gc["finish_s"][g_last[later]] = finish[last][later]
-        gc["last_flow"][g_last[later]] = ids[last][later]
-        np.subtract.at(gc["left"], groups, 1)
-        for gid in g_last[gc["left"][g_last] == 0].tolist():
-            self._fire(gid)
-
-    def _fire(self, gid: int) -> None:
-        gc = self.groups.col
-        event, last = self._g_event[gid], int(gc["last_flow"][gid])
-        drained = self._g_drained.pop(gid, None)
-        if drained is not None:
-            drained.succeed(last)  # callbacks run after this instant's engine update
-        delay = max(float(gc["finish_s"][gid]) - self.env.now, 0.0)
-
-        def fire(_: simpy.events.Event) -> None:
-            event.succeed(last)
-
-        self.env.timeout(delay).callbacks.append(fire)
+        self.groups.arrive(ids, fl["group"][ids], finish)
