@@ -32,9 +32,9 @@ def network(graph: nx.DiGraph) -> FlowNetwork:
     return FlowNetwork(simpy.Environment(), Router(fabric_from_graph(graph), "ecmp"))
 
 
-def step_s(size_bytes: float, n: int, bw_gbps: float, latency_ns: float, share: int = 1) -> float:
+def step_s(size_bytes: float, n: int, bw_GBps: float, latency_ns: float, share: int = 1) -> float:
     """One uncongested ring step: a chunk over a GPU->switch->GPU path (2 link latencies)."""
-    return share * size_bytes / n / (bw_gbps * GB) + 2 * latency_ns * 1e-9
+    return share * size_bytes / n / (bw_GBps * GB) + 2 * latency_ns * 1e-9
 
 
 def at(event: simpy.Event) -> float:

@@ -26,7 +26,7 @@ def network(n: int) -> FlowNetwork:
     for i in range(n):
         g.add_node(f"gpu{i}", kind="gpu", gpu=i)
         for u, v in ((f"gpu{i}", "sw"), ("sw", f"gpu{i}")):
-            g.add_edge(u, v, bw_gbps=BW, latency_ns=LAT, tier="access")
+            g.add_edge(u, v, bw_GBps=BW, latency_ns=LAT, tier="access")
     return FlowNetwork(simpy.Environment(), Router(fabric_from_graph(g), "ecmp"))
 
 

@@ -72,7 +72,7 @@ def test_sender_and_receiver_groups_on_a_leaf_spine(seed: int, eps: float, mode:
     rng = np.random.default_rng(seed)
     leaves, per, spines = (int(x) for x in rng.integers(2, 4, size=3))
     uplinks = rng.choice([10.0, 25.0, 50.0], leaves * spines).tolist()
-    graph = leaf_spine([per] * leaves, spines, access_gbps=50.0, uplink_gbps=uplinks)
+    graph = leaf_spine([per] * leaves, spines, access_GBps=50.0, uplink_GBps=uplinks)
     fabric = fabric_from_graph(graph)
     n = leaves * per
     sizes = rng.zipf(1.5, (n, n)).astype(float) * 1e5 * rng.random((n, n)) + 1.0

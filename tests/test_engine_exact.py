@@ -26,9 +26,9 @@ from moesim.errors import ConfigError, FabricError
 EXACT = 1e-12
 
 
-def one_link(bw_gbps: float, latency_ns: float) -> nx.DiGraph:
+def one_link(bw_GBps: float, latency_ns: float) -> nx.DiGraph:
     g = nx.DiGraph()
-    add_link(g, add_gpu(g, 0), add_gpu(g, 1), bw_gbps, latency_ns)
+    add_link(g, add_gpu(g, 0), add_gpu(g, 1), bw_GBps, latency_ns)
     return g
 
 
@@ -114,7 +114,7 @@ def test_three_link_finish_times_in_the_network() -> None:
 # ---------------------------------------------------------- multipath modes
 def two_leaves_two_spines() -> nx.DiGraph:
     """gpu0, gpu1 on leaf0; gpu2, gpu3 on leaf1; 100 GB/s access, 25 GB/s per uplink."""
-    return leaf_spine([2, 2], 2, access_gbps=100.0, uplink_gbps=25.0)
+    return leaf_spine([2, 2], 2, access_GBps=100.0, uplink_GBps=25.0)
 
 
 def uplink(router: Router, src: int, dst: int) -> int:
@@ -180,12 +180,12 @@ def test_starts_at_one_instant_from_many_processes_share_one_solve() -> None:
 
 
 # ------------------------------------------------------------- implied links
-def hgx_like(pcie_gbps: float, nic_gbps: float) -> nx.DiGraph:
+def hgx_like(pcie_GBps: float, nic_GBps: float) -> nx.DiGraph:
     """2 hosts x 2 GPUs: NVSwitch per host, gpu - pcie - nic - rail leaf, leaves - spine."""
     g = nx.DiGraph()
     add_switch(g, "spine", "spine")
     for rail in range(2):
-        add_link(g, add_switch(g, f"leaf{rail}"), "spine", 2 * nic_gbps, 450.0, "leaf_spine")
+        add_link(g, add_switch(g, f"leaf{rail}"), "spine", 2 * nic_GBps, 450.0, "leaf_spine")
     for host in range(2):
         nvsw = add_switch(g, f"h{host}/nvsw", "nvswitch")
         for rail in range(2):
@@ -193,8 +193,8 @@ def hgx_like(pcie_gbps: float, nic_gbps: float) -> nx.DiGraph:
             nic = f"h{host}/nic{rail}"
             g.add_node(nic, kind="nic")
             add_link(g, gpu, nvsw, 450.0, 1665.0, "nvlink")
-            add_link(g, gpu, nic, pcie_gbps, 1000.0, "pcie")
-            add_link(g, nic, f"leaf{rail}", nic_gbps, 400.0, "nic")
+            add_link(g, gpu, nic, pcie_GBps, 1000.0, "pcie")
+            add_link(g, nic, f"leaf{rail}", nic_GBps, 400.0, "nic")
     return g
 
 
@@ -251,7 +251,7 @@ def test_router_rejects_bad_mode_and_gpus_and_disconnected_pairs() -> None:
 
 
 def test_routes_are_cached_per_pair_and_independent_of_request_order() -> None:
-    fab = fabric_from_graph(leaf_spine([2, 3, 2], 3, access_gbps=100.0, uplink_gbps=25.0))
+    fab = fabric_from_graph(leaf_spine([2, 3, 2], 3, access_GBps=100.0, uplink_GBps=25.0))
     src, dst = np.nonzero(~np.eye(7, dtype=bool))
     for mode in ("ecmp", "dmodk", "spray"):
         together = Router(fab, mode, 3).routes(src, dst)

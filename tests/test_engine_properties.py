@@ -90,8 +90,8 @@ def scenario(draw: st.DrawFn) -> tuple:
     ups = draw(st.lists(st.sampled_from([10.0, 25.0, 50.0]),
                         min_size=len(gpus_per_leaf) * spines,
                         max_size=len(gpus_per_leaf) * spines))
-    graph = leaf_spine(gpus_per_leaf, spines, access_gbps=draw(st.sampled_from([25.0, 100.0])),
-                       uplink_gbps=ups, access_ns=draw(st.integers(0, 1000)))
+    graph = leaf_spine(gpus_per_leaf, spines, access_GBps=draw(st.sampled_from([25.0, 100.0])),
+                       uplink_GBps=ups, access_ns=draw(st.integers(0, 1000)))
     flows = []
     for _ in range(draw(st.integers(1, 12))):
         src = draw(st.integers(0, n_gpus - 1))

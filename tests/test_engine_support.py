@@ -1,7 +1,7 @@
 """Tiny fabrics and a runner shared by the engine tests (no tests here).
 
 Graphs follow the topology schema: GPU nodes ``kind="gpu"`` with ``gpu=<index>``, switches
-``kind="leaf"``/``"spine"``/..., and every link as two directed edges carrying ``bw_gbps``
+``kind="leaf"``/``"spine"``/..., and every link as two directed edges carrying ``bw_GBps``
 (GB/s, one direction), ``latency_ns`` and ``tier``.
 """
 
@@ -21,11 +21,11 @@ GB = 1e9
 
 
 def add_link(
-    g: nx.DiGraph, u: str, v: str, bw_gbps: float, latency_ns: float = 0.0, tier: str = "link"
+    g: nx.DiGraph, u: str, v: str, bw_GBps: float, latency_ns: float = 0.0, tier: str = "link"
 ) -> None:
     """A full-duplex link: two directed edges with the same attributes."""
-    g.add_edge(u, v, bw_gbps=bw_gbps, latency_ns=latency_ns, tier=tier)
-    g.add_edge(v, u, bw_gbps=bw_gbps, latency_ns=latency_ns, tier=tier)
+    g.add_edge(u, v, bw_GBps=bw_GBps, latency_ns=latency_ns, tier=tier)
+    g.add_edge(v, u, bw_GBps=bw_GBps, latency_ns=latency_ns, tier=tier)
 
 
 def add_gpu(g: nx.DiGraph, index: int, **attrs: object) -> str:
@@ -43,22 +43,22 @@ def leaf_spine(
     gpus_per_leaf: Sequence[int],
     spines: int,
     *,
-    access_gbps: float,
-    uplink_gbps: float | Sequence[float],
+    access_GBps: float,
+    uplink_GBps: float | Sequence[float],
     access_ns: float = 100.0,
     uplink_ns: float = 300.0,
 ) -> nx.DiGraph:
     """Leaves ``leaf{i}`` holding ``gpus_per_leaf[i]`` GPUs each (numbered leaf-major), every
-    leaf linked to every spine ``spine{j}``; ``uplink_gbps`` per (leaf, spine) in leaf-major
+    leaf linked to every spine ``spine{j}``; ``uplink_GBps`` per (leaf, spine) in leaf-major
     order, or one value for all."""
     g = nx.DiGraph()
-    ups = list(np.broadcast_to(np.asarray(uplink_gbps, dtype=float),
+    ups = list(np.broadcast_to(np.asarray(uplink_GBps, dtype=float),
                                (len(gpus_per_leaf) * spines,)))
     gpu = 0
     for i, count in enumerate(gpus_per_leaf):
         leaf = add_switch(g, f"leaf{i}", "leaf")
         for _ in range(count):
-            add_link(g, add_gpu(g, gpu), leaf, access_gbps, access_ns, "access")
+            add_link(g, add_gpu(g, gpu), leaf, access_GBps, access_ns, "access")
             gpu += 1
         for j in range(spines):
             add_switch(g, f"spine{j}", "spine")
@@ -107,12 +107,12 @@ def route_of(net: FlowNetwork, flow: int) -> tuple[np.ndarray, np.ndarray]:
     return net.pairs.route(int(fl["pair_ptr"][flow]), int(fl["pair_len"][flow]))
 
 
-def star(n_gpus: int, bw_gbps: float, latency_ns: float) -> nx.DiGraph:
-    """n GPUs on one switch; every link ``bw_gbps`` GB/s per direction, ``latency_ns`` each."""
+def star(n_gpus: int, bw_GBps: float, latency_ns: float) -> nx.DiGraph:
+    """n GPUs on one switch; every link ``bw_GBps`` GB/s per direction, ``latency_ns`` each."""
     g = nx.DiGraph()
     g.add_node("sw", kind="leaf")
     for i in range(n_gpus):
         g.add_node(f"gpu{i}", kind="gpu", gpu=i)
         for u, v in ((f"gpu{i}", "sw"), ("sw", f"gpu{i}")):
-            g.add_edge(u, v, bw_gbps=bw_gbps, latency_ns=latency_ns, tier="access")
+            g.add_edge(u, v, bw_GBps=bw_GBps, latency_ns=latency_ns, tier="access")
     return g

@@ -24,7 +24,7 @@ DATASHEET = {
 def test_preset_equals_datasheet(name: str) -> None:
     g = get_gpu(name)
     got = (
-        g.bf16_tflops, g.fp8_tflops, g.hbm_gib, g.hbm_bw_gbps, g.nvlink_bw_gbps,
+        g.bf16_tflops, g.fp8_tflops, g.hbm_gib, g.hbm_bw_GBps, g.nvlink_bw_GBps,
         g.nvlink_domain, g.sm_count, g.mamf_bf16_tflops, g.mamf_fp8_tflops, g.tdp_w,
         g.hbm_reported_mib,
     )
@@ -68,7 +68,7 @@ def test_derived_quantities() -> None:
     ("change", "field"),
     [
         ({"bf16_tflops": 0.0}, "gpu.bf16_tflops"),
-        ({"hbm_bw_gbps": -1.0}, "gpu.hbm_bw_gbps"),
+        ({"hbm_bw_GBps": -1.0}, "gpu.hbm_bw_GBps"),
         ({"tdp_w": float("nan")}, "gpu.tdp_w"),
         ({"sm_count": 132.5}, "gpu.sm_count"),
         ({"nvlink_domain": 0}, "gpu.nvlink_domain"),

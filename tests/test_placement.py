@@ -38,7 +38,7 @@ def test_ep8_tp1_on_hgx_stays_in_nvlink() -> None:
 def test_ep8_on_rail_tree_built_here_stays_in_nvlink() -> None:
     g = topo.rail_fat_tree(4, gpu="H100", hosts_per_su=4)
     ep = _by_kind(place(ParallelLayout(ep=8, dp=32), g))["ep"]
-    assert (ep.span, ep.slowest_tier, ep.slowest_bw_gbps, ep.count) == ("nvlink", "nvlink",
+    assert (ep.span, ep.slowest_tier, ep.slowest_bw_GBps, ep.count) == ("nvlink", "nvlink",
                                                                          450.0, 4)
 
 
@@ -88,12 +88,12 @@ def test_first_gpu_offset_shifts_groups_across_hosts() -> None:
 def test_oversubscribed_leaf_makes_leaf_spine_slowest() -> None:
     # 4 NIC links (200 GB/s) per rail leaf, 50 GB/s of uplink: 12.5 GB/s per GPU.
     res = _by_kind(place(ParallelLayout(tp=2, ep=16, dp=16), _preset("rail-h100-4x-4to1")))
-    assert (res["ep"].span, res["ep"].slowest_tier, res["ep"].slowest_bw_gbps) == (
+    assert (res["ep"].span, res["ep"].slowest_tier, res["ep"].slowest_bw_GBps) == (
         "spine", "leaf_spine", 12.5)
     # EDP pairs {r, r+16}: same local GPU, hosts 0/2: same rail leaf, NIC-bound.
-    assert (res["edp"].span, res["edp"].slowest_tier, res["edp"].slowest_bw_gbps) == (
+    assert (res["edp"].span, res["edp"].slowest_tier, res["edp"].slowest_bw_GBps) == (
         "leaf", "nic", 50.0)
-    assert res["tp"].slowest_bw_gbps == 450.0
+    assert res["tp"].slowest_bw_GBps == 450.0
 
 
 def test_fat_tree_levels() -> None:
@@ -111,7 +111,7 @@ def test_three_tier_spine_oversubscription_shows_at_core() -> None:
     g = topo.rail_fat_tree(8, gpus_per_host=2, hosts_per_su=2, tiers=3, sus_per_pod=2,
                            spine_oversubscription=2.0)
     pp = _by_kind(place(ParallelLayout(tp=2, pp=8), g))["pp"]
-    assert (pp.span, pp.slowest_tier, pp.slowest_bw_gbps) == ("core", "spine_core", 25.0)
+    assert (pp.span, pp.slowest_tier, pp.slowest_bw_GBps) == ("core", "spine_core", 25.0)
 
 
 def test_multi_plane_cross_plane_pairs_are_forwarded() -> None:
@@ -199,4 +199,4 @@ def test_span_matches_pairwise_brute_force(tp: int, cp: int, pp: int, dp: int, e
         assert p.size * p.count == world
         assert 1 <= p.domains_per_group <= p.size
         assert (p.span == "nvlink") == (p.domains_per_group == 1)
-        assert p.slowest_bw_gbps == (450.0 if p.span == "nvlink" else 50.0)
+        assert p.slowest_bw_GBps == (450.0 if p.span == "nvlink" else 50.0)

@@ -31,7 +31,7 @@ def check_schema(g: nx.DiGraph) -> None:
         assert key in g.graph
     for u, v, d in g.edges(data=True):
         assert g.has_edge(v, u) and g.edges[v, u] == d  # full duplex, symmetric
-        assert d["bw_gbps"] > 0 and d["latency_ns"] > 0 and d["tier"] in TIERS
+        assert d["bw_GBps"] > 0 and d["latency_ns"] > 0 and d["tier"] in TIERS
     gph = g.graph["gpus_per_host"]
     gpus = [d for _, d in g.nodes(data=True) if d["kind"] == "gpu"]
     assert sorted(d["gpu"] for d in gpus) == list(range(len(gpus)))
@@ -77,25 +77,25 @@ def test_rail_schema_and_uplinks_property(hosts: int, hps: int, o: float, tiers:
     for leaf, d in g.nodes(data=True):
         if d["kind"] != "leaf":
             continue
-        down = sum(g.edges[n, leaf]["bw_gbps"] for n in g.predecessors(leaf)
+        down = sum(g.edges[n, leaf]["bw_GBps"] for n in g.predecessors(leaf)
                    if g.nodes[n]["kind"] == "nic")
-        up = sum(g.edges[leaf, s]["bw_gbps"] for s in g.successors(leaf)
+        up = sum(g.edges[leaf, s]["bw_GBps"] for s in g.successors(leaf)
                  if g.nodes[s]["kind"] == "spine")
         assert up == pytest.approx(down / o)
     assert equal_cost_paths(g, 0, hosts * 8 - 1) >= 1  # everything reachable
 
 
 def test_line_rates() -> None:
-    assert hgx_node("H100").edges["h0/gpu0", "h0/nvsw"]["bw_gbps"] == 450.0
-    assert hgx_node("H200").edges["h0/nvsw", "h0/gpu7"]["bw_gbps"] == 450.0
-    assert hgx_node("H800").edges["h0/gpu0", "h0/nvsw"]["bw_gbps"] == 200.0
-    assert hgx_node("B200").edges["h0/gpu0", "h0/nvsw"]["bw_gbps"] == 900.0
-    assert nvl72().edges["h17/gpu3", "rack0/nvsw"]["bw_gbps"] == 900.0
+    assert hgx_node("H100").edges["h0/gpu0", "h0/nvsw"]["bw_GBps"] == 450.0
+    assert hgx_node("H200").edges["h0/nvsw", "h0/gpu7"]["bw_GBps"] == 450.0
+    assert hgx_node("H800").edges["h0/gpu0", "h0/nvsw"]["bw_GBps"] == 200.0
+    assert hgx_node("B200").edges["h0/gpu0", "h0/nvsw"]["bw_GBps"] == 900.0
+    assert nvl72().edges["h17/gpu3", "rack0/nvsw"]["bw_GBps"] == 900.0
     g = rail_fat_tree(2)
-    assert g.edges["h1/gpu3", "h1/nic3"]["bw_gbps"] == 64.0
-    assert g.edges["h1/nic3", "leaf.r3.su0"]["bw_gbps"] == 50.0
+    assert g.edges["h1/gpu3", "h1/nic3"]["bw_GBps"] == 64.0
+    assert g.edges["h1/nic3", "leaf.r3.su0"]["bw_GBps"] == 50.0
     # a CX8-class NIC (100 GB/s) rides PCIe Gen6 x16 (128 GB/s)
-    assert rail_fat_tree(2, nic_bw_gbps=100).edges["h0/gpu0", "h0/nic0"]["bw_gbps"] == 128.0
+    assert rail_fat_tree(2, nic_gbit=800).edges["h0/gpu0", "h0/nic0"]["bw_GBps"] == 128.0
 
 
 @pytest.mark.parametrize(("fabric", "same_ns", "cross_ns"),
@@ -126,7 +126,7 @@ def test_rail_small_4_to_1() -> None:
         leaf = f"leaf.r{r}.su0"
         nics = [n for n in g.predecessors(leaf) if g.nodes[n]["kind"] == "nic"]
         assert sorted(nics) == [f"h{h}/nic{r}" for h in range(4)]
-        up = [g.edges[leaf, s]["bw_gbps"] for s in g.successors(leaf)
+        up = [g.edges[leaf, s]["bw_GBps"] for s in g.successors(leaf)
               if g.nodes[s]["kind"] == "spine"]
         assert sum(up) == 50.0
 
@@ -186,7 +186,7 @@ def test_ecmp_fat_tree() -> None:
      (lambda: rail_fat_tree(4, spines=0), "spines"),
      (lambda: nvl72(scale_out="mesh"), "scale_out"),
      (lambda: multi_plane_fat_tree(4, planes=3), "planes"),
-     (lambda: fat_tree(5), "k"), (lambda: fat_tree(4, link_bw_gbps=-1), "link_bw_gbps")],
+     (lambda: fat_tree(5), "k"), (lambda: fat_tree(4, link_gbit=-1), "link_gbit")],
 )
 def test_bad_input_names_field(build: Callable[[], object], field: str) -> None:
     with pytest.raises(TopologyError) as err:

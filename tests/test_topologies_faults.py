@@ -20,10 +20,10 @@ def test_degrade_scales_both_directions_on_a_copy() -> None:
     g = rail_fat_tree(4, hosts_per_su=4, spines=2)
     h = apply_faults(g, [{"link": ["spine.1", "leaf.r2.su0"], "kind": "degrade",
                           "factor": 0.25}])
-    assert g.edges["leaf.r2.su0", "spine.1"]["bw_gbps"] == 100.0  # original untouched
-    assert h.edges["leaf.r2.su0", "spine.1"]["bw_gbps"] == 25.0
-    assert h.edges["spine.1", "leaf.r2.su0"]["bw_gbps"] == 25.0
-    assert h.edges["leaf.r2.su0", "spine.0"]["bw_gbps"] == 100.0
+    assert g.edges["leaf.r2.su0", "spine.1"]["bw_GBps"] == 100.0  # original untouched
+    assert h.edges["leaf.r2.su0", "spine.1"]["bw_GBps"] == 25.0
+    assert h.edges["spine.1", "leaf.r2.su0"]["bw_GBps"] == 25.0
+    assert h.edges["leaf.r2.su0", "spine.0"]["bw_GBps"] == 100.0
     assert h.number_of_edges() == g.number_of_edges()
 
 

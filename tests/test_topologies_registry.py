@@ -66,7 +66,7 @@ def test_preset_contents() -> None:
     assert (s["gpus"], s["switches"]["leaf"], s["switches"]["spine"]) == (2048, 64, 32)
     s = summarize(load_preset("nvl72-gb200"))
     assert (s["gpus"], s["nvlink_domain_size"]) == (72, 72)
-    assert summarize(load_preset("fat-tree-k8"))["bisection_gbps"] == 64 * 50.0
+    assert summarize(load_preset("fat-tree-k8"))["bisection_GBps"] == 64 * 50.0
 
 
 def test_overrides() -> None:
@@ -117,7 +117,7 @@ def test_design_fabric_4096_builds_fast() -> None:
     assert s["switches"] == {"nvswitch": 512, "leaf": 128, "spine": 128, "core": 64}
     assert s["cables"] == {"nic": 4096, "leaf_spine": 4096, "spine_core": 4096}
     assert s["oversubscription"] == {"leaf": 1.0, "spine": 1.0}
-    assert s["bisection_gbps"] == pytest.approx(2048 * 50.0)
+    assert s["bisection_GBps"] == pytest.approx(2048 * 50.0)
     assert equal_cost_paths(g, "h0/gpu0", "h1/gpu0") == 1
     assert equal_cost_paths(g, "h0/gpu0", "h1/gpu1") == 32  # spines in the pod
     assert equal_cost_paths(g, "h0/gpu0", "h511/gpu7") == 64  # 32 spines x 2 cores per group

@@ -56,8 +56,8 @@ def test_nccl_single_node_busbw_by_hand() -> None:
     rate = 450e9 * NVLINK_H100_ACHIEVABLE_FRACTION
     time_s = GIB * 7 / 8 / rate + NVLINK_LAT_S + KERNEL_LAUNCH_OVERHEAD_S
     assert res.time_s == pytest.approx(time_s, rel=1e-9)
-    assert res.bus_bw_gbps == pytest.approx(GIB / time_s / 1e9 * 7 / 8, rel=1e-9)
-    assert res.nic_bw_gbps == 0.0
+    assert res.bus_bw_GBps == pytest.approx(GIB / time_s / 1e9 * 7 / 8, rel=1e-9)
+    assert res.nic_bw_GBps == 0.0
 
 
 def test_nccl_two_nodes_is_nic_bound() -> None:
@@ -65,7 +65,7 @@ def test_nccl_two_nodes_is_nic_bound() -> None:
     res = simulate_alltoall(2, GIB)
     nic_s = GIB / 2 / (50e9 * IB_ACHIEVABLE_FRACTION)
     assert res.time_s == pytest.approx(nic_s, rel=2e-3)
-    assert res.nic_bw_gbps == pytest.approx(50 * IB_ACHIEVABLE_FRACTION, rel=2e-3)
+    assert res.nic_bw_GBps == pytest.approx(50 * IB_ACHIEVABLE_FRACTION, rel=2e-3)
 
 
 def test_uniform_alltoall_sizes() -> None:
@@ -116,7 +116,7 @@ def test_intranode_flows_cover_every_pair() -> None:
 def test_deepep_intranode_time_is_the_busiest_port() -> None:
     setup = DeepEPSetup(ep=8, tokens_per_rank=256)
     res = simulate_deepep(setup, "dispatch")
-    assert res.bw_gbps <= res.bw_no_local_charge_gbps
+    assert res.bw_GBps <= res.bw_no_local_charge_GBps
     # All 8 shares of a rank leave through its uplink (the own share via the loopback); the
     # kernel cannot end before the busiest uplink or downlink drains (+ latency, launch).
     dedup = rank_dedup(setup) * setup.token_bytes("dispatch")

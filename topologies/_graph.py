@@ -26,14 +26,14 @@ def new_graph(
 
 
 def add_link(
-    g: nx.DiGraph, u: str, v: str, bw_gbps: float, latency_ns: float, tier: str
+    g: nx.DiGraph, u: str, v: str, bw_GBps: float, latency_ns: float, tier: str
 ) -> None:
     """One physical full-duplex link = two directed edges with the same attributes."""
-    add_links(g, ((u, v, bw_gbps, latency_ns, tier),))
+    add_links(g, ((u, v, bw_GBps, latency_ns, tier),))
 
 
 Link = tuple[str, str, float, float, str]
-"""(u, v, bw_gbps, latency_ns, tier): the arguments of :func:`add_link`."""
+"""(u, v, bw_GBps, latency_ns, tier): the arguments of :func:`add_link`."""
 
 
 def add_links(g: nx.DiGraph, links: Iterable[Link]) -> None:
@@ -41,8 +41,8 @@ def add_links(g: nx.DiGraph, links: Iterable[Link]) -> None:
     faster than one call per edge on large fabrics; the same graph, edge order included)."""
     g.add_edges_from(
         edge
-        for u, v, bw_gbps, latency_ns, tier in links
-        for data in ({"bw_gbps": bw_gbps, "latency_ns": latency_ns, "tier": tier},)
+        for u, v, bw_GBps, latency_ns, tier in links
+        for data in ({"bw_GBps": bw_GBps, "latency_ns": latency_ns, "tier": tier},)
         for edge in ((u, v, data), (v, u, data))
     )
 
@@ -78,6 +78,6 @@ def latency_for(fabric: str) -> LatencyProfile:
     return LATENCY[fabric]
 
 
-def ports(bw_gbps: float, port_bw_gbps: float) -> int:
-    """Physical ports (cables) needed to carry ``bw_gbps`` at ``port_bw_gbps`` each."""
-    return max(1, math.ceil(bw_gbps / port_bw_gbps - 1e-9))
+def ports(bw_GBps: float, port_bw_GBps: float) -> int:
+    """Physical ports (cables) needed to carry ``bw_GBps`` at ``port_bw_GBps`` each."""
+    return max(1, math.ceil(bw_GBps / port_bw_GBps - 1e-9))

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-NVLINK_BW_GBPS: dict[str, float] = {
+NVLINK_BW_GBps: dict[str, float] = {
     "H100": 450.0,
     "H800": 200.0,
     "H200": 450.0,
@@ -53,9 +53,11 @@ NVLINK_BW_GBPS: dict[str, float] = {
 HGX_GPUS: tuple[str, ...] = ("H100", "H800", "H200", "B200")
 NVL72_GPUS: tuple[str, ...] = ("GB200",)
 
-PCIE_GEN5_X16_BW_GBPS = 64.0
-PCIE_GEN6_X16_BW_GBPS = 128.0
-CX7_BW_GBPS = 50.0
+PCIE_GEN5_X16_BW_GBps = 64.0
+PCIE_GEN6_X16_BW_GBps = 128.0
+CX7_GBIT = 400.0
+"""ConnectX-7 line rate, Gbit/s per direction (50 GB/s)."""
+BITS_PER_BYTE = 8
 SWITCH_RADIX = 64
 FABRICS: tuple[str, ...] = ("ib", "roce")
 
@@ -80,8 +82,13 @@ LATENCY: dict[str, LatencyProfile] = {
 }
 
 
-def pcie_bw_for(nic_bw_gbps: float) -> float:
+def pcie_bw_for(nic_bw_GBps: float) -> float:
     """GPU <-> NIC PCIe x16 line rate: Gen5 unless the NIC outruns it, then Gen6."""
-    if nic_bw_gbps <= PCIE_GEN5_X16_BW_GBPS:
-        return PCIE_GEN5_X16_BW_GBPS
-    return PCIE_GEN6_X16_BW_GBPS
+    if nic_bw_GBps <= PCIE_GEN5_X16_BW_GBps:
+        return PCIE_GEN5_X16_BW_GBps
+    return PCIE_GEN6_X16_BW_GBps
+
+
+def gbit_to_GBps(gbit: float) -> float:
+    """A line rate in Gbit/s as GB/s (gigabytes per second): 400 Gbit/s is 50 GB/s."""
+    return float(gbit) / BITS_PER_BYTE

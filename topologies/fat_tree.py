@@ -13,8 +13,8 @@
      h0/gpu0 h1/gpu0                                      one GPU per host, no NVLink
 
 k pods of k/2 edge + k/2 aggregation switches, (k/2)^2 cores: 5k^2/4 switches; every
-switch-to-switch and NIC-to-edge link has ``link_bw_gbps``. Each host is a single GPU
-behind its NIC (PCIe), so ``nvlink_domain_size`` is 1 and there is no NVSwitch node.
+switch-to-switch and NIC-to-edge link has ``link_gbit`` (line rate, Gbit/s). Each host is a
+single GPU behind its NIC (PCIe), so ``nvlink_domain_size`` is 1 and there is no NVSwitch node.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from moesim.topologies._graph import (
     latency_for,
     new_graph,
 )
-from moesim.topologies.constants import CX7_BW_GBPS, NVLINK_BW_GBPS, pcie_bw_for
+from moesim.topologies.constants import CX7_GBIT, NVLINK_BW_GBps, gbit_to_GBps, pcie_bw_for
 from moesim.topologies.errors import TopologyError
 
 
 def fat_tree(
     k: int = 4,
-    link_bw_gbps: float = CX7_BW_GBPS,
+    link_gbit: float = CX7_GBIT,
     gpu: str = "H100",
     fabric: str = "ib",
     name: str | None = None,
@@ -52,12 +52,12 @@ def fat_tree(
     check_int("k", k, minimum=2)
     if k % 2:
         raise TopologyError("k", f"must be even, got {k}")
-    check_positive("link_bw_gbps", link_bw_gbps)
-    check_choice("gpu", gpu, tuple(NVLINK_BW_GBPS))
+    check_positive("link_gbit", link_gbit)
+    check_choice("gpu", gpu, tuple(NVLINK_BW_GBps))
     lat = latency_for(fabric)
-    half, bw = k // 2, float(link_bw_gbps)
+    half, bw = k // 2, gbit_to_GBps(link_gbit)
     g = new_graph(name or f"fat-tree-k{k}", "fat_tree", 1, 1, fabric, gpu=gpu,
-                  hosts=k**3 // 4, k=k, port_bw_gbps=bw)
+                  hosts=k**3 // 4, k=k, port_bw_GBps=bw)
     cores = [add_switch(g, f"core.{c}", "core") for c in range(half * half)]
     for p in range(k):
         aggs = [add_switch(g, f"agg.p{p}.{j}", "spine", pod=p) for j in range(half)]

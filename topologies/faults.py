@@ -98,7 +98,7 @@ def apply_faults(graph: nx.DiGraph, faults: Iterable[Mapping[str, Any]]) -> nx.D
     >>> g = rail_fat_tree(4, hosts_per_su=4)
     >>> h = apply_faults(g, [{"link": ("leaf.r0.su0", "spine.0"), "kind": "degrade",
     ...                       "factor": 0.5}])
-    >>> g.edges["spine.0", "leaf.r0.su0"]["bw_gbps"], h.edges["spine.0", "leaf.r0.su0"]["bw_gbps"]
+    >>> g.edges["spine.0", "leaf.r0.su0"]["bw_GBps"], h.edges["spine.0", "leaf.r0.su0"]["bw_GBps"]
     (200.0, 100.0)
     """
     out = graph.copy()
@@ -112,7 +112,7 @@ def apply_faults(graph: nx.DiGraph, faults: Iterable[Mapping[str, Any]]) -> nx.D
             continue
         factor = _factor(fault.get("factor"), f"faults[{i}].factor")
         for a, b in ((u, v), (v, u)):
-            out.edges[a, b]["bw_gbps"] *= factor
+            out.edges[a, b]["bw_GBps"] *= factor
     if downs:
         _check_connected(graph, out, downs)
     return out

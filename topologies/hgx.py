@@ -25,18 +25,24 @@ from moesim.topologies._graph import (
     latency_for,
     new_graph,
 )
-from moesim.topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, pcie_bw_for
+from moesim.topologies.constants import (
+    CX7_GBIT,
+    HGX_GPUS,
+    NVLINK_BW_GBps,
+    gbit_to_GBps,
+    pcie_bw_for,
+)
 
 HGX_GPUS_PER_HOST = 8
 
 
 def add_hosts(
-    g: nx.DiGraph, hosts: int, gpus_per_host: int, nvlink_bw_gbps: float,
-    nic_bw_gbps: float, fabric: str,
+    g: nx.DiGraph, hosts: int, gpus_per_host: int, nvlink_bw_GBps: float,
+    nic_bw_GBps: float, fabric: str,
 ) -> None:
     """Add ``hosts`` hosts, each its own NVLink domain, GPUs numbered host-major."""
     lat = latency_for(fabric)
-    pcie_bw = pcie_bw_for(nic_bw_gbps)
+    pcie_bw = pcie_bw_for(nic_bw_GBps)
     links: list[Link] = []
     for h in range(hosts):
         nvsw = add_switch(g, f"h{h}/nvsw", "nvswitch", host=h, domain=h)
@@ -48,7 +54,7 @@ def add_hosts(
                          (f"h{h}/nic{i}", {"kind": "nic", "host": h, "rail": i}))
         )
         for i in range(gpus_per_host):
-            links.append((f"h{h}/gpu{i}", nvsw, nvlink_bw_gbps, lat.nvlink_ns, "nvlink"))
+            links.append((f"h{h}/gpu{i}", nvsw, nvlink_bw_GBps, lat.nvlink_ns, "nvlink"))
             links.append((f"h{h}/gpu{i}", f"h{h}/nic{i}", pcie_bw, lat.pcie_ns, "pcie"))
     add_links(g, links)
 
@@ -56,7 +62,7 @@ def add_hosts(
 def hgx_node(
     gpu: str = "H100",
     hosts: int = 1,
-    nic_bw_gbps: float = CX7_BW_GBPS,
+    nic_gbit: float = CX7_GBIT,
     fabric: str = "ib",
     name: str | None = None,
 ) -> nx.DiGraph:
@@ -68,15 +74,16 @@ def hgx_node(
     >>> g = hgx_node("H100")
     >>> g.graph["nvlink_domain_size"], g.number_of_nodes()
     (8, 17)
-    >>> g.edges["h0/gpu3", "h0/nvsw"]["bw_gbps"], g.edges["h0/gpu3", "h0/nic3"]["tier"]
+    >>> g.edges["h0/gpu3", "h0/nvsw"]["bw_GBps"], g.edges["h0/gpu3", "h0/nic3"]["tier"]
     (450.0, 'pcie')
     """
     check_choice("gpu", gpu, HGX_GPUS)
     check_int("hosts", hosts)
-    check_positive("nic_bw_gbps", nic_bw_gbps)
+    check_positive("nic_gbit", nic_gbit)
+    nic_bw_GBps = gbit_to_GBps(nic_gbit)
     g = new_graph(
         name or f"hgx-{gpu.lower()}", "hgx", HGX_GPUS_PER_HOST, HGX_GPUS_PER_HOST, fabric,
-        gpu=gpu, hosts=hosts, port_bw_gbps=float(nic_bw_gbps),
+        gpu=gpu, hosts=hosts, port_bw_GBps=float(nic_bw_GBps),
     )
-    add_hosts(g, hosts, HGX_GPUS_PER_HOST, NVLINK_BW_GBPS[gpu], float(nic_bw_gbps), fabric)
+    add_hosts(g, hosts, HGX_GPUS_PER_HOST, NVLINK_BW_GBps[gpu], float(nic_bw_GBps), fabric)
     return g

@@ -37,7 +37,13 @@ from moesim.topologies._graph import (
     new_graph,
     ports,
 )
-from moesim.topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, SWITCH_RADIX
+from moesim.topologies.constants import (
+    CX7_GBIT,
+    HGX_GPUS,
+    SWITCH_RADIX,
+    NVLINK_BW_GBps,
+    gbit_to_GBps,
+)
 from moesim.topologies.errors import TopologyError
 from moesim.topologies.hgx import add_hosts
 
@@ -73,7 +79,7 @@ def multi_plane_fat_tree(
     oversubscription: float = 1.0,
     spines: int | None = None,
     radix: int = SWITCH_RADIX,
-    nic_bw_gbps: float = CX7_BW_GBPS,
+    nic_gbit: float = CX7_GBIT,
     fabric: str = "ib",
     name: str | None = None,
 ) -> nx.DiGraph:
@@ -93,7 +99,8 @@ def multi_plane_fat_tree(
         raise TopologyError("planes", f"must divide gpus_per_host={gpus_per_host}, got {planes}")
     check_int("hosts_per_leaf", hosts_per_leaf)
     check_positive("oversubscription", oversubscription)
-    check_positive("nic_bw_gbps", nic_bw_gbps)
+    check_positive("nic_gbit", nic_gbit)
+    nic_bw_GBps = gbit_to_GBps(nic_gbit)
     check_int("radix", radix, minimum=2)
     if spines is not None:
         check_int("spines", spines)
@@ -101,9 +108,9 @@ def multi_plane_fat_tree(
     g = new_graph(
         name or f"mpft-{gpu.lower()}-{hosts * gpus_per_host}", "multi_plane_fat_tree",
         gpus_per_host, gpus_per_host, fabric, gpu=gpu, hosts=hosts, planes=planes,
-        port_bw_gbps=float(nic_bw_gbps),
+        port_bw_GBps=float(nic_bw_GBps),
     )
-    add_hosts(g, hosts, gpus_per_host, NVLINK_BW_GBPS[gpu], float(nic_bw_gbps), fabric)
+    add_hosts(g, hosts, gpus_per_host, NVLINK_BW_GBps[gpu], float(nic_bw_GBps), fabric)
     n_leaves = math.ceil(hosts / hosts_per_leaf)
     for p in range(planes):
         nics = [
@@ -113,6 +120,6 @@ def multi_plane_fat_tree(
             for j in range(n_leaves)
         ]
         n_spines = _add_plane(g, p, nics, float(oversubscription), spines, radix,
-                              float(nic_bw_gbps), fabric)
+                              float(nic_bw_GBps), fabric)
     g.graph.update(leaves_per_plane=n_leaves, spines_per_plane=n_spines)
     return g

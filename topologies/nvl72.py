@@ -13,7 +13,7 @@ Assumptions (NVIDIA GB200 NVL72 product page / DGX GB200 datasheet): a rack is 1
 compute trays ("hosts") of 2 Grace CPUs + 4 Blackwell GPUs and 9 NVLink switch trays;
 each GPU reaches the rack's NVSwitch fabric at 900 GB/s per direction; each tray has
 four ConnectX-7 400 Gb/s NICs for the compute fabric, one per GPU (GB300 moves to
-ConnectX-8 800 Gb/s: pass ``nic_bw_gbps=100``); GPU <-> NIC modelled as a PCIe x16 link.
+ConnectX-8 800 Gb/s: pass ``nic_gbit=800``); GPU <-> NIC modelled as a PCIe x16 link.
 By default one rack is one scalable unit (18 NIC links per rail leaf).
 
 Node names: ``rack{r}/nvsw``; trays are hosts ``h{host}`` numbered rack-major
@@ -34,10 +34,11 @@ from moesim.topologies._graph import (
     new_graph,
 )
 from moesim.topologies.constants import (
-    CX7_BW_GBPS,
+    CX7_GBIT,
     NVL72_GPUS,
-    NVLINK_BW_GBPS,
     SWITCH_RADIX,
+    NVLINK_BW_GBps,
+    gbit_to_GBps,
     pcie_bw_for,
 )
 from moesim.topologies.rail import RailSpec, add_rail_fabric
@@ -71,7 +72,7 @@ def nvl72(
     spine_oversubscription: float = 1.0,
     spines: int | None = None,
     radix: int = SWITCH_RADIX,
-    nic_bw_gbps: float = CX7_BW_GBPS,
+    nic_gbit: float = CX7_GBIT,
     fabric: str = "ib",
     name: str | None = None,
 ) -> nx.DiGraph:
@@ -80,23 +81,24 @@ def nvl72(
     >>> g = nvl72(racks=2)
     >>> g.graph["nvlink_domain_size"], g.nodes["h18/gpu0"]["gpu"], g.nodes["h18/gpu0"]["domain"]
     (72, 72, 1)
-    >>> g.edges["h18/gpu0", "rack1/nvsw"]["bw_gbps"], g.graph["spines"]
+    >>> g.edges["h18/gpu0", "rack1/nvsw"]["bw_GBps"], g.graph["spines"]
     (900.0, 3)
     """
     check_int("racks", racks)
     check_choice("gpu", gpu, NVL72_GPUS)
     check_choice("scale_out", scale_out, ("rail", "none"))
-    check_positive("nic_bw_gbps", nic_bw_gbps)
+    check_positive("nic_gbit", nic_gbit)
+    nic_bw_GBps = gbit_to_GBps(nic_gbit)
     latency_for(fabric)
     spec = RailSpec(hosts_per_su, oversubscription, tiers, spine_oversubscription, spines,
                     radix=radix)
     g = new_graph(
         name or f"nvl72-{gpu.lower()}-{racks}r", "nvl72", GPUS_PER_TRAY, NVL72_DOMAIN, fabric,
-        gpu=gpu, hosts=racks * TRAYS_PER_RACK, racks=racks, port_bw_gbps=float(nic_bw_gbps),
+        gpu=gpu, hosts=racks * TRAYS_PER_RACK, racks=racks, port_bw_GBps=float(nic_bw_GBps),
     )
     for r in range(racks):
-        _add_rack(g, r, NVLINK_BW_GBPS[gpu], float(nic_bw_gbps), fabric)
+        _add_rack(g, r, NVLINK_BW_GBps[gpu], float(nic_bw_GBps), fabric)
     if scale_out == "rail":
-        add_rail_fabric(g, racks * TRAYS_PER_RACK, GPUS_PER_TRAY, spec, float(nic_bw_gbps),
+        add_rail_fabric(g, racks * TRAYS_PER_RACK, GPUS_PER_TRAY, spec, float(nic_bw_GBps),
                         fabric)
     return g

@@ -42,7 +42,13 @@ from moesim.topologies._graph import (
     new_graph,
     ports,
 )
-from moesim.topologies.constants import CX7_BW_GBPS, HGX_GPUS, NVLINK_BW_GBPS, SWITCH_RADIX
+from moesim.topologies.constants import (
+    CX7_GBIT,
+    HGX_GPUS,
+    SWITCH_RADIX,
+    NVLINK_BW_GBps,
+    gbit_to_GBps,
+)
 from moesim.topologies.hgx import add_hosts
 
 
@@ -76,7 +82,7 @@ class RailSpec:
 
 
 def add_rail_fabric(
-    g: nx.DiGraph, hosts: int, rails: int, spec: RailSpec, nic_bw_gbps: float, fabric: str
+    g: nx.DiGraph, hosts: int, rails: int, spec: RailSpec, nic_bw_GBps: float, fabric: str
 ) -> None:
     """Attach NIC ``h{h}/nic{r}`` of every host to rail leaves, then spines (and cores)."""
     lat = latency_for(fabric)
@@ -89,14 +95,14 @@ def add_rail_fabric(
         pod = {"pod": su // sus_per_pod} if spec.tiers == 3 else {}
         for r in range(rails):
             leaf = add_switch(g, f"leaf.r{r}.su{su}", "leaf", rail=r, su=su, **pod)
-            links += [(f"h{h}/nic{r}", leaf, nic_bw_gbps, lat.nic_ns, "nic") for h in members]
-            up_bw[leaf] = len(members) * nic_bw_gbps / spec.oversubscription
+            links += [(f"h{h}/nic{r}", leaf, nic_bw_GBps, lat.nic_ns, "nic") for h in members]
+            up_bw[leaf] = len(members) * nic_bw_GBps / spec.oversubscription
     add_links(g, links)
     g.graph.update(sus=n_su, rails=rails, hosts_per_su=spec.hosts_per_su)
     if spec.tiers == 2:
-        _two_tier(g, up_bw, spec, nic_bw_gbps, lat.leaf_spine_ns)
+        _two_tier(g, up_bw, spec, nic_bw_GBps, lat.leaf_spine_ns)
     else:
-        _three_tier(g, up_bw, spec, sus_per_pod, nic_bw_gbps, (lat.leaf_spine_ns,
+        _three_tier(g, up_bw, spec, sus_per_pod, nic_bw_GBps, (lat.leaf_spine_ns,
                                                                lat.spine_core_ns))
 
 
@@ -153,7 +159,7 @@ def rail_fat_tree(
     sus_per_pod: int | None = None,
     cores_per_group: int | None = None,
     radix: int = SWITCH_RADIX,
-    nic_bw_gbps: float = CX7_BW_GBPS,
+    nic_gbit: float = CX7_GBIT,
     fabric: str = "ib",
     name: str | None = None,
 ) -> nx.DiGraph:
@@ -164,20 +170,21 @@ def rail_fat_tree(
     >>> g = rail_fat_tree(4, hosts_per_su=4, oversubscription=4.0)
     >>> g.graph["spines"], g.degree("leaf.r5.su0") // 2
     (1, 5)
-    >>> g.edges["leaf.r5.su0", "spine.0"]["bw_gbps"]
+    >>> g.edges["leaf.r5.su0", "spine.0"]["bw_GBps"]
     50.0
     """
     check_choice("gpu", gpu, HGX_GPUS)
     check_int("hosts", hosts)
     check_int("gpus_per_host", gpus_per_host)
-    check_positive("nic_bw_gbps", nic_bw_gbps)
+    check_positive("nic_gbit", nic_gbit)
+    nic_bw_GBps = gbit_to_GBps(nic_gbit)
     latency_for(fabric)
     spec = RailSpec(hosts_per_su, oversubscription, tiers, spine_oversubscription, spines,
                     sus_per_pod, cores_per_group, radix)
     g = new_graph(
         name or f"rail-{gpu.lower()}-{hosts * gpus_per_host}", "rail_fat_tree", gpus_per_host,
-        gpus_per_host, fabric, gpu=gpu, hosts=hosts, tiers=tiers, port_bw_gbps=float(nic_bw_gbps),
+        gpus_per_host, fabric, gpu=gpu, hosts=hosts, tiers=tiers, port_bw_GBps=float(nic_bw_GBps),
     )
-    add_hosts(g, hosts, gpus_per_host, NVLINK_BW_GBPS[gpu], float(nic_bw_gbps), fabric)
-    add_rail_fabric(g, hosts, gpus_per_host, spec, float(nic_bw_gbps), fabric)
+    add_hosts(g, hosts, gpus_per_host, NVLINK_BW_GBps[gpu], float(nic_bw_GBps), fabric)
+    add_rail_fabric(g, hosts, gpus_per_host, spec, float(nic_bw_GBps), fabric)
     return g

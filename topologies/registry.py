@@ -17,6 +17,7 @@ from typing import Any
 import networkx as nx
 import yaml
 
+from moesim.topologies.deprecated import upgrade_params
 from moesim.topologies.errors import TopologyError
 from moesim.topologies.fat_tree import fat_tree
 from moesim.topologies.hgx import hgx_node
@@ -56,6 +57,7 @@ def build(topology: str, /, **params: Any) -> nx.DiGraph:
     if topology not in TOPOLOGIES:
         raise TopologyError("topology",
                             f"unknown {topology!r}; allowed: {', '.join(TOPOLOGIES)}")
+    params = upgrade_params(params, topology)
     _check_params(topology, params, topology)
     return TOPOLOGIES[topology](**params)
 
@@ -81,6 +83,8 @@ def read_preset(name: str) -> dict[str, Any]:
         raise TopologyError(f"preset {name}.builder", f"unknown {data.get('builder')!r}; "
                                                        f"allowed: {', '.join(TOPOLOGIES)}")
     data.setdefault("params", {})
+    if isinstance(data["params"], Mapping):
+        data["params"] = upgrade_params(data["params"], f"preset {name}.params")
     _check_params(data["builder"], data["params"], f"preset {name}.params")
     return data
 
@@ -89,10 +93,11 @@ def load_preset(preset: str, /, **overrides: Any) -> nx.DiGraph:
     """Build ``preset``, with ``overrides`` replacing its params (``name`` renames the graph).
 
     >>> g = load_preset("hgx-h800")
-    >>> g.graph["name"], g.edges["h0/gpu0", "h0/nvsw"]["bw_gbps"]
+    >>> g.graph["name"], g.edges["h0/gpu0", "h0/nvsw"]["bw_GBps"]
     ('hgx-h800', 200.0)
     """
     data = read_preset(preset)
+    overrides = upgrade_params(overrides, preset)
     _check_params(data["builder"], overrides, preset)
     params = {"name": preset, **data["params"], **overrides}
     return TOPOLOGIES[data["builder"]](**params)

@@ -1,6 +1,6 @@
 """Counting what a fabric graph holds: GPUs, switches, links, bisection, path diversity.
 
-``bisection_gbps`` is defined here as the maximum flow, one direction, from the first half
+``bisection_GBps`` is defined here as the maximum flow, one direction, from the first half
 of the GPUs (global index order) to the second half, every link counting (NVLink too).
 Global order is host-major and SU/pod-major, so this is the locality-aligned bisection; for
 the regular Clos fabrics built here it is their minimum bisection (closed forms pinned in
@@ -62,14 +62,14 @@ def equal_cost_paths(graph: nx.DiGraph, src_gpu: int | str, dst_gpu: int | str) 
     return count.get(dst, 0)
 
 
-def bisection_gbps(graph: nx.DiGraph) -> float:
+def bisection_GBps(graph: nx.DiGraph) -> float:
     """Max flow (GB/s, one direction) from the first half of the GPUs to the second half."""
     gpus = gpu_nodes(graph)
     half = len(gpus) // 2
     if half == 0:
         return 0.0
     flow = nx.DiGraph()
-    flow.add_edges_from((u, v, {"c": d["bw_gbps"]}) for u, v, d in graph.edges(data=True))
+    flow.add_edges_from((u, v, {"c": d["bw_GBps"]}) for u, v, d in graph.edges(data=True))
     source, sink = ("__source__",), ("__sink__",)
     flow.add_edges_from((source, g) for g in gpus[:half])
     flow.add_edges_from((g, sink) for g in gpus[half : 2 * half])
@@ -84,9 +84,9 @@ def _oversubscription(graph: nx.DiGraph) -> dict[str, float]:
         ku, kv = graph.nodes[u]["kind"], graph.nodes[v]["kind"]
         if kv in ("leaf", "spine", "core") and (ku == "nic" or SWITCH_TIER.get(ku, 9) <
                                                  SWITCH_TIER[kv]):
-            down[kv] += d["bw_gbps"]
+            down[kv] += d["bw_GBps"]
         if ku in ("leaf", "spine") and SWITCH_TIER.get(kv, -1) > SWITCH_TIER[ku]:
-            up[ku] += d["bw_gbps"]
+            up[ku] += d["bw_GBps"]
     return {kind: down[kind] / up[kind] for kind in ("leaf", "spine") if up[kind] > 0}
 
 
@@ -94,7 +94,7 @@ def summarize(graph: nx.DiGraph, bisection: bool = True) -> dict[str, Any]:
     """Counts per tier, bisection bandwidth (GB/s) and oversubscription of a fabric.
 
     ``links`` counts full-duplex links (two directed edges each); ``cables`` counts the
-    physical ports of ``port_bw_gbps`` that the aggregated scale-out links stand for.
+    physical ports of ``port_bw_GBps`` that the aggregated scale-out links stand for.
     ``bisection=False`` skips the max-flow (about a second at 4096 GPUs).
     """
     kinds = Counter(d["kind"] for _, d in graph.nodes(data=True))
@@ -102,13 +102,13 @@ def summarize(graph: nx.DiGraph, bisection: bool = True) -> dict[str, Any]:
     links: Counter[str] = Counter()
     bw: Counter[str] = Counter()
     cables: Counter[str] = Counter()
-    port_bw = float(graph.graph.get("port_bw_gbps", 50.0))
+    port_bw = float(graph.graph.get("port_bw_GBps", 50.0))
     for u, v, d in graph.edges(data=True):
         if str(u) < str(v) or not graph.has_edge(v, u):
             links[d["tier"]] += 1
-            bw[d["tier"]] += d["bw_gbps"]
+            bw[d["tier"]] += d["bw_GBps"]
             if d["tier"] in SCALE_OUT_TIERS:
-                cables[d["tier"]] += ports(d["bw_gbps"], port_bw)
+                cables[d["tier"]] += ports(d["bw_GBps"], port_bw)
     return {
         "name": graph.graph.get("name"),
         "family": graph.graph.get("family"),
@@ -121,7 +121,7 @@ def summarize(graph: nx.DiGraph, bisection: bool = True) -> dict[str, Any]:
         "switches": {k: kinds[k] for k in SWITCH_TIER if kinds[k]},
         "links": dict(links),
         "cables": dict(cables),
-        "link_bw_gbps": dict(bw),
-        "bisection_gbps": bisection_gbps(graph) if bisection else None,
+        "link_bw_GBps": dict(bw),
+        "bisection_GBps": bisection_GBps(graph) if bisection else None,
         "oversubscription": _oversubscription(graph),
     }

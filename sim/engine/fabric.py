@@ -1,7 +1,7 @@
 """A fabric: the directed links of a networkx graph as arrays the engine indexes.
 
 The engine knows nodes only as typed graph nodes (``kind``) and links as
-directed edges carrying ``bw_gbps`` (GB/s, one direction), ``latency_ns`` and a
+directed edges carrying ``bw_GBps`` (GB/s, one direction), ``latency_ns`` and a
 ``tier`` (link class). Endpoints are the nodes of kind ``gpu``, ordered by
 their ``gpu`` attribute; everything MoE-shaped lives above the engine.
 
@@ -121,8 +121,8 @@ class LinkTable:
     kinds: np.ndarray  # str per node
     src: np.ndarray  # node index per link
     dst: np.ndarray
-    attr: np.ndarray  # [link, (bw_gbps, latency_ns)], 0 where not an int or float
-    typed: np.ndarray  # [link, (bw_gbps, latency_ns)]: the attribute is an int or float
+    attr: np.ndarray  # [link, (bw_GBps, latency_ns)], 0 where not an int or float
+    typed: np.ndarray  # [link, (bw_GBps, latency_ns)]: the attribute is an int or float
     tier: np.ndarray  # str per link, "link" where absent
     tier_key: np.ndarray  # str(the tier attribute) per link, "None" where absent
 
@@ -157,7 +157,7 @@ class LinkTable:
         attr = self.attr[links]
         bad = ~self.typed[links] | (attr < 0)
         bad[:, 0] |= attr[:, 0] == 0
-        for col, key in enumerate(("bw_gbps", "latency_ns")):
+        for col, key in enumerate(("bw_GBps", "latency_ns")):
             hit = np.flatnonzero(bad[:, col])
             if hit.size:
                 nodes = list(self.graph.nodes)
@@ -168,7 +168,7 @@ class LinkTable:
 def link_table(graph: nx.DiGraph) -> LinkTable:
     """Read ``graph`` into a :class:`LinkTable` (one pass over its edges)."""
     index = {n: i for i, n in enumerate(graph.nodes)}
-    rows = [(index[u], index[v], d.get("bw_gbps"), d.get("latency_ns"), d.get("tier", _ABSENT))
+    rows = [(index[u], index[v], d.get("bw_GBps"), d.get("latency_ns"), d.get("tier", _ABSENT))
             for u, nbrs in graph.adjacency() for v, d in nbrs.items()]
     src, dst, bw, lat, tier = zip(*rows, strict=True) if rows else ((),) * 5
     attr, typed = zip(*(_numbers(col) for col in (bw, lat)), strict=True)
@@ -193,7 +193,7 @@ def _numbers(values: tuple[object, ...]) -> tuple[np.ndarray, np.ndarray]:
 
 def _edge_attr(u: object, v: object, data: Mapping[str, object], key: str) -> float:
     value = data.get(key)
-    if not isinstance(value, int | float) or value < 0 or (key == "bw_gbps" and value == 0):
+    if not isinstance(value, int | float) or value < 0 or (key == "bw_GBps" and value == 0):
         raise FabricError(f"link {u}->{v}: '{key}' must be a positive number, got {value!r}")
     return float(value)
 

@@ -61,5 +61,5 @@ def uncongested(graph: nx.DiGraph) -> nx.DiGraph:
     out = graph.copy()
     for _, _, data in out.edges(data=True):
         if data.get("tier") in CORE_TIERS:
-            data["bw_gbps"] = float(data["bw_gbps"]) * UNCONGESTED_FACTOR
+            data["bw_GBps"] = float(data["bw_GBps"]) * UNCONGESTED_FACTOR
     return out

@@ -28,7 +28,7 @@ class IndexedFabric:
     pattern: tuple[int, ...]  # [gpu] -> id of (reach, forwarded_reach) over all levels
     host: np.ndarray
     domain: np.ndarray
-    class_bw_gbps: dict[str, np.ndarray]
+    class_bw_GBps: dict[str, np.ndarray]
 
 
 def _components(graph: nx.DiGraph) -> list[dict[str, int]]:
@@ -64,8 +64,8 @@ def _tier_sums(graph: nx.DiGraph) -> tuple[dict[tuple[str, str], float],
     into: dict[tuple[str, str], float] = {}
     for u, v, d in graph.edges(data=True):
         key_out, key_in = (u, d.get("tier", "")), (v, d.get("tier", ""))
-        out[key_out] = out.get(key_out, 0.0) + d["bw_gbps"]
-        into[key_in] = into.get(key_in, 0.0) + d["bw_gbps"]
+        out[key_out] = out.get(key_out, 0.0) + d["bw_GBps"]
+        into[key_in] = into.get(key_in, 0.0) + d["bw_GBps"]
     return out, into
 
 
@@ -82,7 +82,7 @@ def _leaf_shares(graph: nx.DiGraph) -> dict[str, tuple[float, float]]:
         if kind != "leaf":
             continue
         down = into.get((leaf, "nic"), 0.0) or 1.0
-        core = sum(d["bw_gbps"] * ratio(s, "spine_core", "leaf_spine")
+        core = sum(d["bw_GBps"] * ratio(s, "spine_core", "leaf_spine")
                    for s, d in graph[leaf].items() if d.get("tier") == "leaf_spine")
         shares[leaf] = (out.get((leaf, "leaf_spine"), 0.0) / down, core / down)
     return shares
@@ -94,13 +94,13 @@ def _class_bw(graph: nx.DiGraph, gpu: str,
     bw = dict.fromkeys(LINK_CLASSES, 0.0)
     for nic, link in graph[gpu].items():
         if link.get("tier") in ("nvlink", "pcie"):
-            bw[link["tier"]] += link["bw_gbps"]
+            bw[link["tier"]] += link["bw_GBps"]
         if link.get("tier") != "pcie":
             continue
         share = 1.0 / sum(graph.nodes[v].get("kind") == "gpu" for v in graph.successors(nic))
         for leaf, up in graph[nic].items():
             if up.get("tier") == "nic":
-                rate = share * up["bw_gbps"]
+                rate = share * up["bw_GBps"]
                 spine, core = leaves.get(leaf, (0.0, 0.0))
                 bw["nic"] += rate
                 bw["leaf_spine"] += rate * spine
@@ -130,7 +130,7 @@ def index_fabric(graph: nx.DiGraph, first_gpu: int, world: int) -> IndexedFabric
     return IndexedFabric(
         reach=reach, forwarded_reach=forwarded, pattern=pattern,
         host=np.array([graph.nodes[g]["host"] for g in gpus]), domain=np.array(domain),
-        class_bw_gbps={c: np.array([b[c] for b in per_gpu]) for c in LINK_CLASSES},
+        class_bw_GBps={c: np.array([b[c] for b in per_gpu]) for c in LINK_CLASSES},
     )
 
 

@@ -29,7 +29,7 @@ from moesim.errors import ConfigError
 from moesim.hardware.dtypes import check_dtype
 
 TFLOPS = 1e12
-GBPS = 1e9
+BYTES_PER_GB = 1e9
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,8 @@ class GpuSpec:
     bf16_tflops: float
     fp8_tflops: float
     hbm_gib: float
-    hbm_bw_gbps: float
-    nvlink_bw_gbps: float
+    hbm_bw_GBps: float
+    nvlink_bw_GBps: float
     nvlink_domain: int
     sm_count: int
     mamf_bf16_tflops: float
@@ -102,11 +102,11 @@ class GpuSpec:
 
     @property
     def hbm_bw_bytes_per_s(self) -> float:
-        return self.hbm_bw_gbps * GBPS
+        return self.hbm_bw_GBps * BYTES_PER_GB
 
     @property
     def nvlink_bw_bytes_per_s(self) -> float:
-        return self.nvlink_bw_gbps * GBPS
+        return self.nvlink_bw_GBps * BYTES_PER_GB
 
 
 def _check_positive(field: str, value: object) -> None:
@@ -119,8 +119,8 @@ _ML_ENG = "stas00/ml-engineering compute/accelerator/README.md"
 
 H100 = GpuSpec(
     name="H100", bf16_tflops=989.0, fp8_tflops=1979.0,
-    hbm_gib=80.0, hbm_reported_mib=81559, hbm_bw_gbps=3350.0,
-    nvlink_bw_gbps=450.0, nvlink_domain=8, sm_count=132,
+    hbm_gib=80.0, hbm_reported_mib=81559, hbm_bw_GBps=3350.0,
+    nvlink_bw_GBps=450.0, nvlink_domain=8, sm_count=132,
     mamf_bf16_tflops=794.5, mamf_fp8_tflops=1402.6, tdp_w=700.0,
     source=f"H100 SXM datasheet and MAMF via {_ML_ENG}; NVLink4 900 GB/s bidirectional, "
     "8-GPU HGX NVSwitch node; 700 W and 81559 MiB from nvidia-smi",
@@ -128,8 +128,8 @@ H100 = GpuSpec(
 
 H800 = GpuSpec(
     name="H800", bf16_tflops=989.0, fp8_tflops=1979.0,
-    hbm_gib=80.0, hbm_reported_mib=81559, hbm_bw_gbps=3350.0,
-    nvlink_bw_gbps=200.0, nvlink_domain=8, sm_count=132,
+    hbm_gib=80.0, hbm_reported_mib=81559, hbm_bw_GBps=3350.0,
+    nvlink_bw_GBps=200.0, nvlink_domain=8, sm_count=132,
     mamf_bf16_tflops=794.5, mamf_fp8_tflops=1402.6, tdp_w=700.0,
     source="H100 silicon with NVLink cut to 400 GB/s bidirectional (DeepSeek-V3 report "
     "§3.5, 132 SMs); MAMF not published: ASSUMED equal to H100's (same GH100 SMs and "
@@ -138,8 +138,8 @@ H800 = GpuSpec(
 
 H200 = GpuSpec(
     name="H200", bf16_tflops=989.0, fp8_tflops=1979.0,
-    hbm_gib=141.0, hbm_reported_mib=143771, hbm_bw_gbps=4800.0,
-    nvlink_bw_gbps=450.0, nvlink_domain=8, sm_count=132,
+    hbm_gib=141.0, hbm_reported_mib=143771, hbm_bw_GBps=4800.0,
+    nvlink_bw_GBps=450.0, nvlink_domain=8, sm_count=132,
     mamf_bf16_tflops=794.5, mamf_fp8_tflops=1453.4, tdp_w=700.0,
     source=f"H200 SXM datasheet via {_ML_ENG} (141 GB HBM3e, 4.8 TB/s, NVLink 900 GB/s "
     "bidirectional); FP8 MAMF 1453.4 measured; BF16 MAMF ASSUMED equal to H100's 794.5 "
@@ -148,8 +148,8 @@ H200 = GpuSpec(
 
 B200 = GpuSpec(
     name="B200", bf16_tflops=2250.0, fp8_tflops=4500.0,
-    hbm_gib=180.0, hbm_reported_mib=183359, hbm_bw_gbps=8000.0,
-    nvlink_bw_gbps=900.0, nvlink_domain=8, sm_count=148,
+    hbm_gib=180.0, hbm_reported_mib=183359, hbm_bw_GBps=8000.0,
+    nvlink_bw_GBps=900.0, nvlink_domain=8, sm_count=148,
     mamf_bf16_tflops=1745.0, mamf_fp8_tflops=3432.5, tdp_w=1000.0,
     source=f"B200 (HGX) datasheet and MAMF via {_ML_ENG}; NVLink5 1.8 TB/s bidirectional, "
     "8-GPU node; 148 SMs; 1000 W and 183359 MiB from nvidia-smi",
@@ -157,8 +157,8 @@ B200 = GpuSpec(
 
 GB200 = GpuSpec(
     name="GB200", bf16_tflops=2500.0, fp8_tflops=5000.0,
-    hbm_gib=186.0, hbm_reported_mib=189471, hbm_bw_gbps=8000.0,
-    nvlink_bw_gbps=900.0, nvlink_domain=72, sm_count=148,
+    hbm_gib=186.0, hbm_reported_mib=189471, hbm_bw_GBps=8000.0,
+    nvlink_bw_GBps=900.0, nvlink_domain=72, sm_count=148,
     mamf_bf16_tflops=1822.0, mamf_fp8_tflops=3615.6, tdp_w=1200.0,
     source=f"GB200 per Blackwell GPU, datasheet and MAMF via {_ML_ENG}; 900 GB/s per "
     "direction in a 72-GPU NVL72 NVLink domain; SM count ASSUMED equal to B200's 148 "

@@ -58,7 +58,7 @@ class GroupPlacement:
     count: int               # number of such groups
     span: str                # gpu, nvlink, leaf, spine, core
     slowest_tier: str        # slowest link class crossed: nvlink, pcie, nic, leaf_spine, ...
-    slowest_bw_gbps: float   # per direction, per GPU, line rate (GB/s)
+    slowest_bw_GBps: float   # per direction, per GPU, line rate (GB/s)
     domains_per_group: int   # max NVLink domains one group touches
     hosts_per_group: int
     forwarded: bool = False  # some pair needs forwarding through an NVLink peer (PXN)
@@ -121,7 +121,7 @@ def _slowest(fab: IndexedFabric, members: np.ndarray, level: int,
              nvlink: bool) -> tuple[float, int, str]:
     """(bandwidth, class order, class) of the slowest class the group crosses."""
     crossed = (("nvlink",) if nvlink or level == 0 else ()) + _CLASSES_ABOVE.get(level, ())
-    return min((float(fab.class_bw_gbps[c][members].min()), LINK_CLASSES.index(c), c)
+    return min((float(fab.class_bw_GBps[c][members].min()), LINK_CLASSES.index(c), c)
                for c in crossed)
 
 
@@ -142,7 +142,7 @@ def place_kind(layout: ParallelLayout, fab: IndexedFabric, kind: str) -> GroupPl
     bw, _, cls = min(slowest)
     return GroupPlacement(
         kind=kind, size=groups.shape[1], count=groups.shape[0], span=SPANS[max(levels) + 1],
-        slowest_tier=cls, slowest_bw_gbps=bw,
+        slowest_tier=cls, slowest_bw_GBps=bw,
         domains_per_group=_distinct_per_row(fab.domain[groups]),
         hosts_per_group=_distinct_per_row(fab.host[groups]), forwarded=any_forwarded,
     )
@@ -170,7 +170,7 @@ def placement_table(entries: Sequence[GroupPlacement]) -> str:
     head = ("kind", "size", "count", "span", "slowest", "GB/s", "domains", "hosts")
     rows = [head] + [
         (p.kind, str(p.size), str(p.count), p.span + ("*" if p.forwarded else ""),
-         p.slowest_tier, f"{p.slowest_bw_gbps:g}", str(p.domains_per_group),
+         p.slowest_tier, f"{p.slowest_bw_GBps:g}", str(p.domains_per_group),
          str(p.hosts_per_group)) for p in entries]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) if i in (0, 3, 4) else c.rjust(w)

@@ -54,7 +54,7 @@ class BillOfMaterials:
     power_mw: float
     checkpoint_bytes: float
     checkpoint_write_s: float
-    storage_write_gbps: float
+    storage_write_GBps: float
     failures_per_day: float
     mtbf_hours: float
     checkpoint_interval_min: float
@@ -82,7 +82,7 @@ def bill_of_materials(graph: nx.DiGraph, gpus: int, gpu: GpuSpec,
         switches=dict(summary["switches"]), cables=dict(summary["cables"]),
         power_mw=gpus * gpu.tdp_w * HOST_POWER_FACTOR * PUE / 1e6,
         checkpoint_bytes=float(ckpt), checkpoint_write_s=CHECKPOINT_WRITE_S,
-        storage_write_gbps=ckpt / CHECKPOINT_WRITE_S / 1e9,
+        storage_write_GBps=ckpt / CHECKPOINT_WRITE_S / 1e9,
         failures_per_day=failures, mtbf_hours=mtbf_s / 3600,
         checkpoint_interval_min=interval_s / 60, spare_hosts=spares,
     )

@@ -15,7 +15,7 @@ best candidates, see :mod:`moesim.plan.evaluate`):
   and backward), each rank sending ``tokens * top_k * (1 - 1/ep)`` token copies (no
   de-duplication: an upper bound) at FP8 (dispatch) or BF16 (the others), over the
   achievable bandwidth of the slowest link class the EP group crosses
-  (:meth:`FabricView.effective_bw_gbps`). Not overlapped with compute.
+  (:meth:`FabricView.effective_bw_GBps`). Not overlapped with compute.
 * TP with sequence parallelism: per layer and direction, an all-gather and a
   reduce-scatter around attention, and around the dense FFN on dense layers (routed
   experts with etp=1 need none), each moving ``(tp-1)/tp`` of the layer's activation.
@@ -113,16 +113,16 @@ def estimate(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate
     dense_rate = _rate(gpu, t_r, h, h)
     dense_s = (3 * dense_fwd + recompute) * t_r / dense_rate
     moe_layer = _moe_layer(spec, model, gpu, cand, view, t_r)
-    tp_s = _tp_layer_s(lay.tp, t_r * lay.tp * h * BF16, view.effective_bw_gbps(lay, "tp"))
+    tp_s = _tp_layer_s(lay.tp, t_r * lay.tp * h * BF16, view.effective_bw_GBps(lay, "tp"))
     tp_s *= n_moe * 4 + n_dense * 8
     cp_s = 0.0
     if lay.cp > 1:
         kv_bytes = t_r * _kv_width(model) * BF16  # this rank's K/V block (heads / tp)
-        cp_s = 3 * (lay.cp - 1) * kv_bytes / (view.effective_bw_gbps(lay, "cp") * 1e9)
+        cp_s = 3 * (lay.cp - 1) * kv_bytes / (view.effective_bw_GBps(lay, "cp") * 1e9)
         cp_s *= CP_EXPOSED * (n_moe + n_dense)
     pp_s = 0.0
     if lay.pp > 1:
-        pp_s = 2 * lay.vpp * t_r * h * BF16 / (view.effective_bw_gbps(lay, "pp") * 1e9)
+        pp_s = 2 * lay.vpp * t_r * h * BF16 / (view.effective_bw_GBps(lay, "pp") * 1e9)
     t_mb = dense_s + moe_layer[0] * n_moe + tp_s + cp_s + pp_s
     bubble_s = t_mb * (lay.pp - 1) / lay.vpp
     dp_s, opt_s = _dp_and_optimizer_s(model, gpu, cand, view)
@@ -141,9 +141,9 @@ def _kv_width(model: ModelConfig) -> int:
     return 2 * model.num_key_value_heads * model.head_dim
 
 
-def _tp_layer_s(tp: int, full_bytes: float, bw_gbps: float) -> float:
+def _tp_layer_s(tp: int, full_bytes: float, bw_GBps: float) -> float:
     """One all-gather or reduce-scatter of a layer activation over the TP group."""
-    return 0.0 if tp == 1 else (tp - 1) / tp * full_bytes / (bw_gbps * 1e9)
+    return 0.0 if tp == 1 else (tp - 1) / tp * full_bytes / (bw_GBps * 1e9)
 
 
 def _moe_layer(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate,
@@ -161,7 +161,7 @@ def _moe_layer(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candida
         compute += fwd
     copies = t_r * model.top_k * (1 - 1 / lay.ep)
     wire = token_bytes(h, "fp8") + 3 * token_bytes(h, "bf16")
-    a2a = copies * wire / (view.effective_bw_gbps(lay, "ep") * 1e9) if lay.ep > 1 else 0.0
+    a2a = copies * wire / (view.effective_bw_GBps(lay, "ep") * 1e9) if lay.ep > 1 else 0.0
     return compute + a2a, a2a
 
 
@@ -174,11 +174,11 @@ def _dp_and_optimizer_s(model: ModelConfig, gpu: GpuSpec, cand: Candidate,
     dp_s = 0.0
     for kind, n, params in (("dp", lay.dp * lay.cp, dense), ("edp", lay.edp, expert)):
         if n > 1 and params:
-            bw = view.effective_bw_gbps(lay, kind if getattr(lay, kind) > 1 else "cp")
+            bw = view.effective_bw_GBps(lay, kind if getattr(lay, kind) > 1 else "cp")
             dp_s += 2 * 2 * (n - 1) / n * params * BF16 / (bw * 1e9)
     dp_s *= DP_EXPOSED
     shard = dense / (lay.dp * lay.cp) + expert / lay.edp
-    opt_s = shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_gbps * 1e9 * 0.84)
+    opt_s = shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_GBps * 1e9 * 0.84)
     return dp_s, opt_s
 
 

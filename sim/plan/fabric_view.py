@@ -53,13 +53,13 @@ class FabricView:
             self._cache[key] = place_kind(layout, fab, kind)
         return self._cache[key]
 
-    def effective_bw_gbps(self, layout: ParallelLayout, kind: str) -> float:
+    def effective_bw_GBps(self, layout: ParallelLayout, kind: str) -> float:
         """Achievable GB/s per GPU of the slowest link class the ``kind`` group crosses."""
         placed = self.kind(layout, kind)
         if placed is None:
             return float("inf")
         fraction = link_achievable_fraction(placed.slowest_tier, self.medium, self.gpu)
-        return placed.slowest_bw_gbps * fraction
+        return placed.slowest_bw_GBps * fraction
 
     def place_all(self, layout: ParallelLayout) -> list[GroupPlacement]:
         """Like :func:`moesim.parallel.placement.place`, from the cache."""

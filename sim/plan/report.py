@@ -164,7 +164,7 @@ def _mapping(res: DesignResult) -> list[str]:
         where = "stays inside NVLink" if p.span in ("gpu", "nvlink") else \
             f"crosses the scale-out network up to the {p.span} tier"
         rows.append(f"- **{p.kind}** ({p.count} groups of {p.size}) {where}; slowest link "
-                    f"{p.slowest_tier} at {p.slowest_bw_gbps:g} GB/s per GPU.")
+                    f"{p.slowest_tier} at {p.slowest_bw_GBps:g} GB/s per GPU.")
     e = res.chosen.est
     rows += ["", f"Cost per step (estimate): all-to-all {e.a2a_s:.2f} s, TP {e.tp_s:.2f} s, "
              f"PP sends {e.pp_s:.2f} s, pipeline bubble {e.bubble_s:.2f} s, exposed DP/EDP "
@@ -221,7 +221,7 @@ def _bom(res: DesignResult) -> list[str]:
         "DGX H100 10.2 kW / 8 GPUs, x PUE 1.2 assumed).",
         f"- Checkpoint: {b.checkpoint_bytes / 1e12:.1f} TB (BF16 weights + FP32 master and "
         f"Adam moments); writing it in {b.checkpoint_write_s / 60:.0f} min needs "
-        f"{b.storage_write_gbps:.0f} GB/s of storage write bandwidth.",
+        f"{b.storage_write_GBps:.0f} GB/s of storage write bandwidth.",
         f"- Failures: {b.failures_per_day:.2f} interruptions per day (Llama 3: 419 in 54 days "
         f"on 16,384 GPUs), MTBF {b.mtbf_hours:.1f} h; Young/Daly checkpoint every "
         f"{b.checkpoint_interval_min:.0f} min; spare pool {b.spare_hosts} hosts "

@@ -13,6 +13,8 @@ from moesim.model import ModelConfig, get_model, model_from_dict
 from moesim.router import RouterConfig
 from moesim.scenario.fields import build_plain, check_keys, check_type
 from moesim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
+from moesim.topologies.deprecated import upgrade_params
+from moesim.topologies.errors import TopologyError
 
 TOP_KEYS = [
     "name",
@@ -71,6 +73,10 @@ def fabric_from_dict(value: object) -> FabricSpec:
     """The ``fabric:`` mapping of a scenario file -> FabricSpec."""
     data = check_keys(value, FABRIC_KEYS, "fabric")
     params = check_keys(data.get("params", {}), list(data.get("params", {}) or {}), "fabric.params")
+    try:
+        params = upgrade_params(params, "fabric.params")  # old GB/s keys -> Gbit/s, with a notice
+    except TopologyError as exc:
+        raise ConfigError(exc.field, exc.problem) from exc
     faults = data.get("faults", [])
     if not isinstance(faults, list) or not all(isinstance(f, Mapping) for f in faults):
         raise ConfigError(

@@ -85,8 +85,8 @@ class DeepEPResult:
 
     time_s: float
     logical_bytes: float  # per rank, mean: the numerator DeepEP uses
-    bw_gbps: float
-    bw_no_local_charge_gbps: float  # the same with local copies free (see module doc)
+    bw_GBps: float
+    bw_no_local_charge_GBps: float  # the same with local copies free (see module doc)
 
 
 def token_hits(setup: DeepEPSetup) -> np.ndarray:
@@ -173,5 +173,5 @@ def simulate_deepep(setup: DeepEPSetup, kernel: str) -> DeepEPResult:
     time_s = run_flows(with_loopbacks(graph), charged).time_s + KERNEL_LAUNCH_OVERHEAD_S
     free_s = run_flows(graph, batch).time_s + KERNEL_LAUNCH_OVERHEAD_S
     logical = float(logical)
-    return DeepEPResult(time_s=time_s, logical_bytes=logical, bw_gbps=logical / time_s / 1e9,
-                        bw_no_local_charge_gbps=logical / free_s / 1e9)
+    return DeepEPResult(time_s=time_s, logical_bytes=logical, bw_GBps=logical / time_s / 1e9,
+                        bw_no_local_charge_GBps=logical / free_s / 1e9)

@@ -65,9 +65,9 @@ def with_loopbacks(graph: nx.DiGraph) -> nx.DiGraph:
                       if graph.nodes[v].get("kind") == "nvswitch")
         loop = f"{name}/loop"
         out.add_node(loop, **{**data, "gpu": int(data["gpu"]) + n_gpus})
-        bw = float(graph.edges[name, switch]["bw_gbps"])
+        bw = float(graph.edges[name, switch]["bw_GBps"])
         for u, v in ((loop, switch), (switch, loop)):
-            out.add_edge(u, v, bw_gbps=bw * 1e3, latency_ns=0.0, tier=LOOPBACK_TIER)
+            out.add_edge(u, v, bw_GBps=bw * 1e3, latency_ns=0.0, tier=LOOPBACK_TIER)
     return out
 
 

@@ -29,9 +29,9 @@ class AllToAllResult:
     """One simulated ``alltoall_perf`` point."""
 
     time_s: float
-    alg_bw_gbps: float
-    bus_bw_gbps: float
-    nic_bw_gbps: float  # mean bytes each NIC sent into the fabric / time (0 on one node)
+    alg_bw_GBps: float
+    bus_bw_GBps: float
+    nic_bw_GBps: float  # mean bytes each NIC sent into the fabric / time (0 on one node)
 
 
 def uniform_alltoall(n_gpus: int, size_bytes: float) -> FlowBatch:
@@ -55,5 +55,5 @@ def simulate_alltoall(hosts: int, size_bytes: float = GIB) -> AllToAllResult:
     nic_out &= run.fabric.node_kind[run.fabric.link_src] == "nic"
     nic_bytes = run.link_bytes[nic_out]
     nic = float(nic_bytes.mean()) / time_s / 1e9 if nic_bytes.size else 0.0
-    return AllToAllResult(time_s=time_s, alg_bw_gbps=alg, bus_bw_gbps=alg * (n - 1) / n,
-                          nic_bw_gbps=nic)
+    return AllToAllResult(time_s=time_s, alg_bw_GBps=alg, bus_bw_GBps=alg * (n - 1) / n,
+                          nic_bw_GBps=nic)

@@ -42,15 +42,15 @@ def run_case(case: Case) -> Prediction:
 def _deepep(case: Case) -> Prediction:
     res = simulate_deepep(DeepEPSetup(ep=int(str(case.arg("ep")))), str(case.arg("kernel")))
     detail = (f"kernel {res.time_s * 1e3:.3f} ms, {res.logical_bytes / 1e6:.1f} MB logical/rank;"
-              f" {res.bw_no_local_charge_gbps:.1f} GB/s if local copies were free")
-    return res.bw_gbps, detail
+              f" {res.bw_no_local_charge_GBps:.1f} GB/s if local copies were free")
+    return res.bw_GBps, detail
 
 
 def _nccl(case: Case) -> Prediction:
     hosts = int(str(case.arg("hosts")))
     res = simulate_alltoall(hosts)
-    value = res.bus_bw_gbps if hosts == 1 else res.nic_bw_gbps
-    detail = f"algBw {res.alg_bw_gbps:.1f}, busBw {res.bus_bw_gbps:.1f} GB/s"
+    value = res.bus_bw_GBps if hosts == 1 else res.nic_bw_GBps
+    detail = f"algBw {res.alg_bw_GBps:.1f}, busBw {res.bus_bw_GBps:.1f} GB/s"
     return value, detail
 
 
