@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 import simpy
+from collective_registry import OPS, algorithm_names, make_collective, register_algorithm
 from test_engine_support import star
 
 from moesim.collectives.p2p import send, send_all
-from moesim.collectives.registry import (
-    OPS,
-    algorithm_names,
-    make_collective,
-    register_algorithm,
-)
 from moesim.engine.fabric import fabric_from_graph
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router

@@ -7,10 +7,10 @@ from typing import cast
 import networkx as nx
 import pytest
 import simpy
+from collective_registry import make_collective
+from collective_tree import tree_all_reduce
 
-from moesim.collectives.registry import make_collective
 from moesim.collectives.ring import ring_all_reduce
-from moesim.collectives.tree import tree_all_reduce
 from moesim.engine.fabric import fabric_from_graph
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router

@@ -201,6 +201,32 @@ def test_the_checks_catch_a_bad_import(edge: tuple[str, str], rule: str) -> None
         assert sorted(edge) in circles(edges)
 
 
+def entry_points() -> list[str]:
+    """What a user starts: the console script's module, the Python API (``moesim``) and every
+    module run as ``python -m``."""
+    script = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["moesim"]
+    mains = [m for m, path in modules().items() if '__name__ == "__main__"' in path.read_text()]
+    return [script.partition(":")[0], "moesim", *mains]
+
+
+def reached(roots: list[str], edges: dict[tuple[str, str], bool]) -> set[str]:
+    """Modules that importing ``roots`` can load (lazy imports included): importing ``a.b.c``
+    runs ``a`` and ``a.b`` first."""
+    graph = nx.DiGraph(list(edges))
+    for module in modules():
+        if "." in module:
+            graph.add_edge(module, module.rpartition(".")[0])
+    return set(roots).union(*(nx.descendants(graph, r) for r in roots if r in graph))
+
+
+def test_every_module_is_reached_from_an_entry_point() -> None:
+    """No production code that only tests use: tests-only helpers live in tests/."""
+    roots = entry_points()
+    assert "moesim.cli" in roots and "moesim.plots.gallery" in roots
+    assert sorted(set(modules()) - reached(roots, import_edges())) == []
+    assert "moesim.engine.late" not in reached(["moesim.errors"], import_edges())
+
+
 KNOWN_LONG: dict[str, str] = {}
 """Modules over the limit still being split, with the engineer splitting them."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import simpy
+from schedule_executor import simulate_schedule
 
 from moesim.errors import ConfigError
 from moesim.schedule import (
@@ -19,7 +20,6 @@ from moesim.schedule import (
     get_schedule,
     register_schedule,
     schedule_names,
-    simulate_schedule,
 )
 
 

@@ -8,8 +8,9 @@ from itertools import pairwise
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from schedule_executor import simulate_schedule
 
-from moesim.schedule import build_schedule, dependencies, simulate_schedule
+from moesim.schedule import build_schedule, dependencies
 
 
 @st.composite

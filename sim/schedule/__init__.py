@@ -1,9 +1,11 @@
-"""Pipeline schedules (1F1B, interleaved, DualPipe-style) as data, a registry, an executor."""
+"""Pipeline schedules (1F1B, interleaved, DualPipe-style) as data, and a registry of them.
+
+The step runs them op by op on the fabric (:mod:`moesim.step.program`).
+"""
 
 from __future__ import annotations
 
 from moesim.schedule.deps import dependencies, pass_dependencies, schedule_shape
-from moesim.schedule.execute import OpSpan, ScheduleRun, op_time_s, simulate_schedule
 from moesim.schedule.ops import Op, Pass, ScheduleOps, StageOps, bwd, fwd, fwd_bwd
 from moesim.schedule.registry import (
     DUALPIPE,
@@ -21,11 +23,9 @@ __all__ = [
     "INTERLEAVED",
     "ONE_F_ONE_B",
     "Op",
-    "OpSpan",
     "Pass",
     "PipelineSchedule",
     "ScheduleOps",
-    "ScheduleRun",
     "StageOps",
     "build_schedule",
     "bwd",
@@ -33,10 +33,8 @@ __all__ = [
     "fwd",
     "fwd_bwd",
     "get_schedule",
-    "op_time_s",
     "pass_dependencies",
     "register_schedule",
     "schedule_names",
     "schedule_shape",
-    "simulate_schedule",
 ]

@@ -1,5 +1,9 @@
 """Collective algorithms by name, for the dense (non-expert) dimensions: TP, SP, DP.
 
+Test-side only: the step builds its rings directly (:mod:`moesim.collectives.ring`); this registry
+and the tree all-reduce (``collective_tree``) are kept here, with their tests, until a scenario
+can choose a dense-collective algorithm.
+
 An algorithm is a factory ``(net, gpus, size_bytes, op, *, reduce_s, tag) -> collective``
 where ``op`` is one of :data:`OPS`; the collective is built unstarted and exposes
 ``start()``, ``start_rank(rank)``, ``done`` and ``rank_done`` (see
@@ -11,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import collective_tree as tree
 import numpy as np
 import simpy
 
-from moesim.collectives import ring, tree
+from moesim.collectives import ring
 from moesim.engine.network import FlowNetwork
 from moesim.errors import ConfigError
 

@@ -1,5 +1,7 @@
 """Tree all-reduce as flows: reduce up a binary tree, broadcast down it, pipelined in chunks.
 
+Test-side only (no scenario uses a tree yet; see ``collective_registry``).
+
 Rank 0 is the root; rank r's children are 2r + 1 and 2r + 2 (heap order), so
 GPU ``gpus[r]`` hosts tree node r. The buffer is cut into ``n_chunks`` chunks.
 Going up, a rank reduces chunk c once it holds its own copy and chunk c from

@@ -1,5 +1,8 @@
 """A small SimPy executor for schedules: constant op times and a constant point-to-point delay.
 
+A test oracle (tests/test_schedules*.py check the schedule builders with it); the simulator runs
+schedules op by op on the fabric (:mod:`moesim.step.program`), not here.
+
 Each stage is a SimPy process that runs its ops in order; an op starts when the
 stage is free and every pass it contains has its dependencies met (see
 :mod:`moesim.schedule.deps`). A result that crosses stages arrives ``p2p_time_s``
@@ -13,7 +16,7 @@ after the forward's share ``f / (f + b)`` of the op, its backward result at the 
 Example::
 
     >>> import simpy
-    >>> from moesim.schedule import build_schedule, simulate_schedule
+    >>> from moesim.schedule import build_schedule
     >>> run = simulate_schedule(simpy.Environment(), build_schedule("1f1b", 4, 8), 1.0, 2.0)
     >>> run.makespan_s  # (m + p - 1) * (f + b)
     33.0
