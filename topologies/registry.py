@@ -1,7 +1,8 @@
 """Topology builders by name, and YAML presets in ``topologies/presets/<name>.yaml``.
 
 A preset file has ``builder`` (a registered builder name), optional ``description`` and
-``params`` (keyword arguments of the builder, units in comments). ``load_preset(name,
+``params`` (keyword arguments of the builder, units in comments); anywhere a preset name is
+accepted, a path to such a file (``*.yaml``) is too. ``load_preset(name,
 **overrides)`` merges ``overrides`` over ``params``; unknown keys raise
 :class:`~moesim.topologies.errors.TopologyError` naming the key and listing the allowed ones.
 The built graph's ``name`` is the preset name unless ``name`` is overridden.
@@ -28,6 +29,8 @@ from moesim.topologies.rail import rail_fat_tree
 Builder = Callable[..., nx.DiGraph]
 PRESET_DIR = Path(__file__).parent / "presets"
 PRESET_KEYS = ("builder", "description", "params")
+YAML_SUFFIXES = (".yaml", ".yml")
+MAX_PRESET_BYTES = 1 << 20
 
 TOPOLOGIES: dict[str, Builder] = {}
 
@@ -67,12 +70,36 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
 
 
+def preset_path(name: str) -> Path:
+    """The file of preset ``name``: a shipped preset, or a path to a ``.yaml``/``.yml`` file
+    of the same shape (relative to the working directory)."""
+    if name in preset_names():
+        return PRESET_DIR / f"{name}.yaml"
+    path = Path(name)
+    if path.suffix not in YAML_SUFFIXES:
+        raise TopologyError("preset", f"unknown {name!r}; allowed: {', '.join(preset_names())} "
+                                      f"or a fabric file ending in .yaml")
+    if not path.is_file():
+        raise TopologyError("preset", f"no fabric file {name!r}")
+    if path.stat().st_size > MAX_PRESET_BYTES:
+        raise TopologyError("preset", f"{name!r} is over {MAX_PRESET_BYTES} bytes")
+    return path
+
+
+def preset_label(name: str) -> str:
+    """The graph name a preset gets: its name, or a fabric file's stem."""
+    return name if name in preset_names() else Path(name).stem
+
+
 def read_preset(name: str) -> dict[str, Any]:
-    """The validated content of preset ``name`` (builder, description, params)."""
-    path = PRESET_DIR / f"{name}.yaml"
-    if name not in preset_names():
-        raise TopologyError("preset", f"unknown {name!r}; allowed: {', '.join(preset_names())}")
-    data = yaml.safe_load(path.read_text())
+    """The validated content of preset ``name`` (builder, description, params); ``name`` may
+    be a shipped preset or a YAML file path (see :func:`preset_path`)."""
+    path = preset_path(name)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise TopologyError("preset", f"{name!r} is not readable YAML: "
+                                      f"{str(exc).splitlines()[0]}") from exc
     if not isinstance(data, dict):
         raise TopologyError(f"preset {name}", "must be a mapping with builder and params")
     for key in data:
@@ -99,5 +126,5 @@ def load_preset(preset: str, /, **overrides: Any) -> nx.DiGraph:
     data = read_preset(preset)
     overrides = upgrade_params(overrides, preset)
     _check_params(data["builder"], overrides, preset)
-    params = {"name": preset, **data["params"], **overrides}
+    params = {"name": preset_label(preset), **data["params"], **overrides}
     return TOPOLOGIES[data["builder"]](**params)

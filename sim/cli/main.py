@@ -94,32 +94,6 @@ def list_scenarios() -> None:
 
 
 @main.command()
-@click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option(
-    "--draw",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Draw the fabric to a PNG/SVG file.",
-)
-@_user_errors
-def topo(name: str, as_json: bool, draw: str | None) -> None:
-    """Summarise fabric preset NAME: GPUs, switches and links per tier, bisection bandwidth."""
-
-    graph = topologies.load_preset(name)
-    info = topologies.summarize(graph)
-    if draw:
-        from moesim.plots.fabric import draw_fabric
-
-        draw_fabric(graph, draw)
-    if as_json:
-        click.echo(json.dumps(info, indent=2, default=str))
-        return
-    for key, value in info.items():
-        click.echo(f"{key:<22} {value}")
-
-
-@main.command()
 @click.argument("fabric")
 @click.option("--tp", type=int, default=1, show_default=True)
 @click.option("--pp", type=int, default=1, show_default=True)
@@ -159,6 +133,7 @@ def _register_commands() -> None:
     from moesim.cli.plot import plot
     from moesim.cli.step import step
     from moesim.cli.sweep import sweep
+    from moesim.cli.topo import topo
     from moesim.cli.validate import validate
 
     main.add_command(plot)
@@ -168,6 +143,8 @@ def _register_commands() -> None:
     main.add_command(sweep)
     step.callback = _user_errors(step.callback)  # type: ignore[arg-type]
     main.add_command(step)
+    topo.callback = _user_errors(topo.callback)  # type: ignore[arg-type]
+    main.add_command(topo)
 
 
 _register_commands()
