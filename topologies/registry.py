@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import yaml
 
+from moesim.io import read_yaml
 from moesim.topologies.deprecated import upgrade_params
 from moesim.topologies.errors import TopologyError
 from moesim.topologies.fat_tree import fat_tree
@@ -30,7 +30,6 @@ Builder = Callable[..., nx.DiGraph]
 PRESET_DIR = Path(__file__).parent / "presets"
 PRESET_KEYS = ("builder", "description", "params")
 YAML_SUFFIXES = (".yaml", ".yml")
-MAX_PRESET_BYTES = 1 << 20
 
 TOPOLOGIES: dict[str, Builder] = {}
 
@@ -81,8 +80,6 @@ def preset_path(name: str) -> Path:
                                       f"or a fabric file ending in .yaml")
     if not path.is_file():
         raise TopologyError("preset", f"no fabric file {name!r}")
-    if path.stat().st_size > MAX_PRESET_BYTES:
-        raise TopologyError("preset", f"{name!r} is over {MAX_PRESET_BYTES} bytes")
     return path
 
 
@@ -94,12 +91,7 @@ def preset_label(name: str) -> str:
 def read_preset(name: str) -> dict[str, Any]:
     """The validated content of preset ``name`` (builder, description, params); ``name`` may
     be a shipped preset or a YAML file path (see :func:`preset_path`)."""
-    path = preset_path(name)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise TopologyError("preset", f"{name!r} is not readable YAML: "
-                                      f"{str(exc).splitlines()[0]}") from exc
+    data = read_yaml(preset_path(name), "preset")  # safe loader, size and alias limits
     if not isinstance(data, dict):
         raise TopologyError(f"preset {name}", "must be a mapping with builder and params")
     for key in data:
