@@ -55,7 +55,7 @@ from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
 from moesim.scenario.schema import FabricSpec
 from moesim.step import StepSpec, run_step
-from moesim.step.fast import run_fast_step
+from moesim.step.mode import Fast
 
 PP, EP = 16, 64
 
@@ -105,7 +105,7 @@ def main() -> None:
     for _ in range(args.repeats):
         t0 = time.perf_counter()
         if args.mode == "fast":
-            res = run_fast_step(spec, routing_draws=args.routing_draws or None)
+            res = run_step(spec, Fast(routing_draws=args.routing_draws or None))
         else:
             signal.signal(signal.SIGALRM, _alarm)
             signal.setitimer(signal.ITIMER_REAL, args.max_wall_s)

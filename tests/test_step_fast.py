@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import simpy
 
-import moesim.step.plan as plan_mod
 from moesim.collectives.alltoall import AllToAll
 from moesim.collectives.ring import ring_reduce_scatter
 from moesim.engine.network import FlowNetwork
@@ -23,7 +22,8 @@ from moesim.router import RouterConfig, route_tokens
 from moesim.scenario.schema import FabricSpec
 from moesim.step import StepResult, StepSpec, run_step
 from moesim.step.estimate import A2ATimer, HostRingTimer, ring_pairs
-from moesim.step.fast import fast_plan, representative_ranks, run_fast_step
+from moesim.step.fast import fast_plan, representative_ranks
+from moesim.step.mode import Fast, StepMode, step_mode
 
 RAIL32 = FabricSpec(preset="rail-h800-64", params=(("hosts", 8), ("gpus_per_host", 4),
                                                    ("gpu", "H100")),
@@ -66,23 +66,19 @@ def test_degraded_link_of_another_replica_slows_full_mode_only(
     full, fast = healthy
     spec = _spec(fabric=dataclasses.replace(RAIL32, faults=(FAULT,)))
     assert run_step(spec).step_time_s > full.step_time_s * 1.02
-    assert run_fast_step(spec).step_time_s == pytest.approx(fast.step_time_s, rel=1e-12)
+    assert run_step(spec, "fast").step_time_s == pytest.approx(fast.step_time_s, rel=1e-12)
 
 
 @pytest.mark.parametrize("slow_rank", [None, 0, 1])
 def test_fused_moe_layers_time_as_their_events(healthy: tuple[StepResult, StepResult],
-                                               monkeypatch: pytest.MonkeyPatch,
                                                slow_rank: int | None) -> None:
     """Fast mode runs each MoE layer as one timeout (moesim.step.program._fused_moe); with the
     fusion off every op and all-to-all is its own event again: the same step, booked alike
     (a slow GPU included: the representative itself, rank 0, or a member of its EP group,
     rank 1, whose late release delays the group's all-to-alls)."""
-    from moesim.step.fast import FastState
-
     spec = _spec() if slow_rank is None else _spec(slow_gpus=((slow_rank, 1.7),))
-    fused = healthy[1] if slow_rank is None else run_fast_step(spec)
-    monkeypatch.setattr(FastState, "analytic_a2a", False)
-    evented = run_fast_step(spec)
+    fused = healthy[1] if slow_rank is None else run_step(spec, "fast")
+    evented = run_step(spec, Fast(fuse_moe=False))
     assert fused.step_time_s == pytest.approx(evented.step_time_s, rel=1e-12)
     for k, v in evented.breakdown_s.items():
         assert fused.breakdown_s[k] == pytest.approx(v, rel=1e-9, abs=1e-15)
@@ -195,12 +191,31 @@ def test_routing_draws_reuse_routings_cyclically() -> None:
     np.testing.assert_array_equal(bytes_of[0], bytes_of[2])
     np.testing.assert_array_equal(bytes_of[1], bytes_of[3])
     assert not np.array_equal(bytes_of[0], bytes_of[1])
-    assert plan_mod.route_layer.__name__ == "route_layer"  # patch undone
     full = fast_plan(spec)
     assert not np.array_equal(full.layers[2].a2a_bytes["dispatch"], bytes_of[2])
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ConfigError) as err:
+            Fast(routing_draws=bad)  # type: ignore[arg-type]
+        assert err.value.field == "fast.routing_draws"
+
+
+def test_modes_are_strategies_that_leave_the_process_alone() -> None:
+    """run_step takes a mode by name or as an object; neither patches a module nor leaves
+    the garbage collector changed."""
+    import gc
+
+    import moesim.step.plan as plan_mod
+
+    route, before = plan_mod.route_layer, (gc.isenabled(), gc.get_threshold())
+    by_name = run_step(_spec(microbatches=1), "fast")
+    by_object = run_step(_spec(microbatches=1), Fast(routing_draws=2))
+    assert (gc.isenabled(), gc.get_threshold()) == before
+    assert plan_mod.route_layer is route
+    assert by_name.mode == by_object.mode == "fast"
+    assert isinstance(step_mode("full"), StepMode) and step_mode("fast") == Fast()
     with pytest.raises(ConfigError) as err:
-        fast_plan(spec, routing_draws=0)
-    assert err.value.field == "fast.routing_draws"
+        step_mode(object())  # type: ignore[arg-type]
+    assert err.value.field == "step.mode"
 
 
 def test_unknown_mode_names_the_field() -> None:

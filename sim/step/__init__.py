@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from moesim.step.mode import Fast, Full, StepMode
 from moesim.step.run import StepResult, run_step, simulate_step
 from moesim.step.spec import DEFAULT_FABRIC, StepSpec
 
-__all__ = ["DEFAULT_FABRIC", "StepResult", "StepSpec", "run_step", "simulate_step"]
+__all__ = ["DEFAULT_FABRIC", "Fast", "Full", "StepMode", "StepResult", "StepSpec", "run_step",
+           "simulate_step"]

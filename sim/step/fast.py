@@ -54,32 +54,25 @@ the critical-path walk (its all-to-alls have no flows).
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import numpy as np
 import simpy
 
-import moesim.step.plan as plan_mod
 from moesim.collectives.alltoall import AllToAll
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.errors import ConfigError
 from moesim.fabric.build import build_graph
 from moesim.fabric.subfabric import GraphIndex, MappedRouter
-from moesim.hardware import GpuSpec
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import RoutingResult
 from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
 from moesim.step.groups import ring_group
-from moesim.step.plan import LayerPlan, StepPlan
-from moesim.step.run import StepResult, simulate_ranks, summarise
+from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan, route_layer
+from moesim.step.simulate import simulate_ranks
 from moesim.step.spec import StepSpec
 from moesim.step.state import CATEGORIES, StepState
-from moesim.workload.costs import LayerCosts, LayerShape
 
 RELEASE = {"combine": "experts_fwd", "dispatch_bwd": "experts_bwd"}
 """All-to-all phase -> the per-EP-rank compute its members run just before sending."""
@@ -135,8 +128,6 @@ class FastState(StepState):
             a2a = self.a2a[key] = FastAllToAll(self.net, gpus, layer.a2a_bytes[phase],
                                                len(self.a2a), offsets_s=offsets, end_s=end_s)
         return a2a
-
-    analytic_a2a: ClassVar[bool] = True
 
     def a2a_arrival_s(self, rank: int, layer: LayerPlan, mb: int, phase: str,
                       send_s: float) -> float:
@@ -213,53 +204,32 @@ def representative_ranks(lay: ParallelLayout) -> list[int]:
                   for p in range(lay.pp) for c in range(lay.cp) for t in range(lay.tp))
 
 
-@contextmanager
-def cyclic_routing(spec: StepSpec, draws: int | None) -> Iterator[None]:
-    """While active, MoE layer k (in model order) reuses the routing of MoE layer k mod draws
-    (and its per-rank costs: same routing, same shape, no slowdowns).
-
-    Patches :func:`moesim.step.plan.route_layer` and ``layer_costs`` there (restored on exit); a
-    ``route`` hook on ``build_plan`` would be the cleaner seam.
-    """
+def reused_routing(spec: StepSpec, draws: int | None) -> Route:
+    """A ``route`` for :func:`moesim.step.plan.build_plan` under which MoE layer k (in model
+    order) takes the routing of MoE layer k mod ``draws`` (drawn once; layers that share a
+    routing share its cost table too); ``None``: every layer drawn (:func:`route_layer`)."""
     if draws is None:
-        yield
-        return
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
-        raise ConfigError("fast.routing_draws", f"must be a positive integer, got {draws!r}")
+        return route_layer
     moe = [i for i, is_moe in enumerate(spec.model.moe_layers) if is_moe]
     source = {layer: moe[k % draws] for k, layer in enumerate(moe)}
-    original, drawn = plan_mod.route_layer, {}
+    drawn: dict[int, RoutingResult] = {}
 
     def reused(s: StepSpec, layer: int) -> RoutingResult:
         first = source.get(layer, layer)
         if first not in drawn:
-            drawn[first] = original(s, first)
+            drawn[first] = route_layer(s, first)
         return drawn[first]
 
-    costs_of, priced = plan_mod.layer_costs, {}
-
-    def cached_costs(shape: LayerShape, gpu: GpuSpec, routing: RoutingResult,
-                     slowdown: np.ndarray) -> LayerCosts:
-        key = id(routing)  # one entry per draw; the draws stay alive in ``drawn``
-        if key not in priced:
-            priced[key] = costs_of(shape, gpu, routing, slowdown)
-        return priced[key]
-
-    plan_mod.route_layer, plan_mod.layer_costs = reused, cached_costs  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        plan_mod.route_layer, plan_mod.layer_costs = original, costs_of
+    return reused
 
 
 def fast_plan(spec: StepSpec, routing_draws: int | None = None) -> StepPlan:
     """:func:`moesim.step.plan.build_plan` with ``routing_draws`` distinct routings."""
-    with cyclic_routing(spec, routing_draws):
-        return plan_mod.build_plan(spec)
+    return build_plan(spec, reused_routing(spec, routing_draws))
 
 
-def simulate_fast(spec: StepSpec, routing_draws: int | None = None) -> tuple[FastState,
-                                                                             list[int]]:
+def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
+                  fuse_moe: bool = True) -> tuple[FastState, list[int]]:
     """Run the representative pipeline of ``spec``; (finished state, its ranks)."""
     lay = spec.layout
     if lay.etp > 1 and lay.etp != lay.tp:
@@ -273,24 +243,6 @@ def simulate_fast(spec: StepSpec, routing_draws: int | None = None) -> tuple[Fas
     world = lay.world_size
     st = FastState(spec, fast_plan(spec, routing_draws), spec.ops(), net,
                    np.zeros((world, len(CATEGORIES))), np.full(world, np.nan),
-                   np.full(world, np.nan), index=index)
+                   np.full(world, np.nan), index=index, analytic_a2a=fuse_moe)
     simulate_ranks(st, ranks)
     return st, ranks
-
-
-def run_fast_step(spec: StepSpec, routing_draws: int | None = None) -> StepResult:
-    """Fast-mode :class:`StepResult` of ``spec`` (module docstring for what it assumes).
-
-    Python's cyclic garbage collector is paused while it runs (and restored after): its
-    passes over the many short-lived SimPy / engine objects took about 40 % of the wall time
-    at 9,216 GPUs (3.4 s -> 1.9 s on repeated calls); nothing is freed later than the next
-    collection after the call.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        st, ranks = simulate_fast(spec, routing_draws)
-        return summarise(spec, st, ranks, "fast")
-    finally:
-        if was_enabled:
-            gc.enable()

@@ -16,6 +16,7 @@ FFN is split over the ETP group (``1/(ep*etp)`` of the expert parameters per GPU
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -91,6 +92,11 @@ def chunk_layers(lay: ParallelLayout, num_layers: int) -> tuple[tuple[int, ...],
     return tuple(tuple(range(int(a), int(b))) for a, b in pairwise(bounds))
 
 
+Route = Callable[[StepSpec, int], RoutingResult]
+"""(spec, MoE layer index) -> that layer's routing: :func:`route_layer`, or a mode's own
+(fast mode's ``routing_draws`` reuses a few draws, :mod:`moesim.step.mode`)."""
+
+
 def route_layer(spec: StepSpec, layer: int) -> RoutingResult:
     """Routing of MoE layer ``layer`` (shared by every micro-batch and EP group)."""
     m = spec.model
@@ -132,9 +138,14 @@ def _dense_layer(gpu: GpuSpec, shape: LayerShape, index: int,
 
 
 def _moe_layer(spec: StepSpec, gpu: GpuSpec, shape: LayerShape, index: int,
-               core_s: tuple[float, float], shared_s: tuple[float, float]) -> LayerPlan:
-    routing = route_layer(spec, index)
-    costs = layer_costs(shape, gpu, routing, np.ones(spec.layout.ep))
+               core_s: tuple[float, float], shared_s: tuple[float, float], route: Route,
+               priced: dict[int, tuple[RoutingResult, LayerCosts]]) -> LayerPlan:
+    routing = route(spec, index)
+    known = priced.get(id(routing))  # a routing reused by ``route``: priced once
+    if known is None or known[0] is not routing:
+        known = priced[id(routing)] = routing, layer_costs(shape, gpu, routing,
+                                                           np.ones(spec.layout.ep))
+    costs = known[1]
     a2a = _a2a_bytes(spec, routing)
     return LayerPlan(
         index, costs, a2a, 0.0, 0.0, *shared_s, *core_s,
@@ -197,16 +208,18 @@ def _params_per_stage(
     return tuple(dense), tuple(expert)
 
 
-def build_plan(spec: StepSpec) -> StepPlan:
-    """Layer costs, chunk contents and sizes of ``spec``."""
+def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
+    """Layer costs, chunk contents and sizes of ``spec``; MoE layers routed by ``route``
+    (layers given the same routing object share its cost table)."""
     gpu = get_gpu(spec.gpu)
     model, m, lay = spec.model, spec.tokens_per_microbatch, spec.layout
     shape = LayerShape(model, m, spec.seq_len, spec.compute_dtype, tp=lay.tp, cp=lay.cp,
                        etp=lay.etp)
     core = attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True)
     shared = _shared_experts_s(spec, gpu, shape)
+    priced: dict[int, tuple[RoutingResult, LayerCosts]] = {}
     layers = [
-        _moe_layer(spec, gpu, shape, i, core, shared) if model.moe_layers[i]
+        _moe_layer(spec, gpu, shape, i, core, shared, route, priced) if model.moe_layers[i]
         else _dense_layer(gpu, shape, i, core)
         for i in range(model.num_layers)
     ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import numpy as np
 import simpy
@@ -67,7 +66,8 @@ class StepState:
     ledger: list[np.ndarray] = field(init=False)  # [rank]: where its times are booked now
     time_s_row: list[np.ndarray] = field(init=False)  # [rank]: views of time_s
     gpu: list[simpy.Resource] = field(init=False)  # [rank]: its compute, for FB overlap
-    analytic_a2a: ClassVar[bool] = False  # a2a_arrival_s answers without events (fast mode)
+    analytic_a2a: bool = field(default=False, kw_only=True)  # a2a_arrival_s answers without
+    # events (fast mode's states; moesim.step.program fuses MoE layers then)
     overlap_compute_factor: float = field(init=False)  # compute inside an FB op (program.py)
 
     def __post_init__(self) -> None:
