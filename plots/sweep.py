@@ -1,11 +1,11 @@
 """Sweep curves: step time against one axis, with a p50 line and p1..p99 band over seeds.
 
 Reads a sweep CSV (one row per point). Axis columns are every column that is not a known
-metric, ``point_id`` or ``error``; ``--x`` picks the x axis (default: the first axis that
-is not ``seed``). Rows agreeing on the other non-seed axes form one series; rows agreeing
-also on x (i.e. differing only in seed) give the p50 and the band. Rows with an error or no
-step time are skipped. The lower panel draws the median imbalance and congestion excess
-when those columns exist, and dropped tokens on a right axis when any were dropped.
+metric, ``point_id``, ``error`` or ``fingerprint``; ``--x`` picks the x axis (default: the
+first axis that is not ``seed``). Rows agreeing on the other non-seed axes form one series;
+rows agreeing also on x (i.e. differing only in seed) give the p50 and the band. Rows with an
+error or no step time are skipped. The lower panel draws the median imbalance and congestion
+excess when those columns exist, and dropped tokens on a right axis when any were dropped.
 Text x values (e.g. ``ecmp``, ``spray``; empty = ``none``) become categories.
 """
 
@@ -25,6 +25,7 @@ KNOWN = {
     "uncongested_step_time_s", "imbalance_excess_s", "congestion_excess_s", "dropped_tokens",
     "rank_ratio_max", "top_cause", "top_rank", "top_link", "top_excess_s", "straggler_cause",
     "straggler_rank", "straggler_link", "straggler_excess_s",
+    "fingerprint",  # what computed the row (moesim.sweep.fingerprint): a hash, not an axis
 }
 EXCESS = (("imbalance_excess_s", "imbalance excess"), ("congestion_excess_s", "congestion excess"))
 

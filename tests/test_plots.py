@@ -132,6 +132,13 @@ def test_sweep_series_take_percentiles_over_seeds() -> None:
     assert s["cats"] is None
 
 
+def test_the_fingerprint_is_no_axis_nor_a_series_label() -> None:
+    """A sweep's rows carry a hash of what computed them; figures name series by axes only."""
+    rows = [{**r, "fingerprint": "011c13a9570b"} for r in SWEEP_ROWS]
+    assert axis_columns(list(rows[0])) == ["router.alpha", "seed"]
+    assert list(sweep_series(rows, "router.alpha", "step_time_s")) == [""]
+
+
 def test_congestion_rows_group_by_tier_busiest_first() -> None:
     run = _run_record()
     assert link_rows(run, 10) == [2, 1, 0]  # nic tier first (busiest first), then leaf_spine
