@@ -24,8 +24,8 @@ SIZE_CHECKED = ("sim", "topologies", "scenarios", "plots", "benchmarks")
 
 FLOORS: dict[int, tuple[str, ...]] = {
     # data, records and the engine: import nothing of the project above this floor
-    0: ("errors", "io", "calibration", "engine", "hardware", "model", "router", "schedule",
-        "topologies", "scenarios", "results", "plots"),
+    0: ("errors", "io", "registry", "calibration", "engine", "hardware", "model", "router",
+        "schedule", "topologies", "scenarios", "results", "plots"),
     1: ("collectives", "fabric", "parallel"),  # flows on the engine; fabrics; layouts
     2: ("workload",),  # MoE layer ops and their costs
     3: ("scenario",),  # model + hardware + fabric + layout + router + schedule

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from moesim.errors import ConfigError
 from moesim.model.config import ModelConfig
+from moesim.registry import Registry
 
 DEEPSEEK_V3 = ModelConfig(
     name="deepseek-v3",
@@ -95,24 +95,18 @@ QWEN3_235B_A22B = ModelConfig(
 
 MOE_1T = dataclasses.replace(KIMI_K2, name="moe-1t")
 
-MODELS: dict[str, ModelConfig] = {}
+MODELS = Registry[ModelConfig]("model", "model", sorted_names=True)
+"""Model presets by name (a read-only mapping)."""
 
 
 def register_model(cfg: ModelConfig) -> ModelConfig:
     """Add a model to :data:`MODELS`; a duplicate name is an error."""
-    if cfg.name in MODELS:
-        raise ConfigError("model.name", f"a model named {cfg.name!r} is already registered")
-    MODELS[cfg.name] = cfg
-    return cfg
+    return MODELS.add(cfg.name, cfg)
 
 
 def get_model(name: str) -> ModelConfig:
     """The registered model called ``name``."""
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise ConfigError("model", f"unknown {name!r}; allowed: " + ", ".join(sorted(MODELS))
-                          ) from None
+    return MODELS.lookup(name)
 
 
 for _cfg in (DEEPSEEK_V3, KIMI_K2, MIXTRAL_8X7B, QWEN3_235B_A22B, MOE_1T):

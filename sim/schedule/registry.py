@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from moesim.errors import ConfigError
+from moesim.registry import Registry
 from moesim.schedule import builders
 from moesim.schedule.ops import ScheduleOps
 
@@ -38,27 +39,22 @@ class PipelineSchedule:
         return self.build(pp, microbatches, virtual_stages)
 
 
-_SCHEDULES: dict[str, PipelineSchedule] = {}
+_SCHEDULES = Registry[PipelineSchedule]("schedule", "schedule")
 
 
 def register_schedule(schedule: PipelineSchedule) -> PipelineSchedule:
     """Add ``schedule`` to the registry; a duplicate name is an error."""
-    if schedule.name in _SCHEDULES:
-        raise ConfigError("schedule", f"{schedule.name!r} is already registered")
-    _SCHEDULES[schedule.name] = schedule
-    return schedule
+    return _SCHEDULES.add(schedule.name, schedule)
 
 
 def schedule_names() -> tuple[str, ...]:
     """Registered schedule names, in registration order."""
-    return tuple(_SCHEDULES)
+    return _SCHEDULES.names()
 
 
 def get_schedule(name: str) -> PipelineSchedule:
     """The schedule registered as ``name`` (ConfigError listing the names otherwise)."""
-    if name not in _SCHEDULES:
-        raise ConfigError("schedule", f"unknown {name!r}; allowed: {', '.join(_SCHEDULES)}")
-    return _SCHEDULES[name]
+    return _SCHEDULES.lookup(name)
 
 
 def build_schedule(name: str, pp: int, microbatches: int, virtual_stages: int = 1) -> ScheduleOps:

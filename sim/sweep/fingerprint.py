@@ -42,8 +42,8 @@ PACKAGE = "moesim"
 
 MODEL_CODE = (
     "calibration", "collectives", "engine", "fabric", "hardware", "model", "parallel",
-    "results", "router", "runner", "scenario", "schedule", "step", "sweep", "topologies",
-    "workload",
+    "registry", "results", "router", "runner", "scenario", "schedule", "step", "sweep",
+    "topologies", "workload",
 )
 """Modules and packages of ``moesim`` whose code and data determine a sweep row's numbers."""
 
