@@ -176,16 +176,23 @@ def validate_collective(n: int, size_bytes: float, reduce_s: ReduceTime) -> None
         raise ConfigError("collective.reduce_s", f"must be >= 0 s or a callable, got {reduce_s!r}")
 
 
+def _ring(
+    net: FlowNetwork, gpus: Sequence[int] | np.ndarray, size_bytes: float, steps: tuple[int, int],
+    reduce_s: ReduceTime, tag: int, start: bool,
+) -> RingCollective:
+    """A ring of ``steps`` = (steps, reducing steps), started unless ``start`` is False."""
+    ring = RingCollective(net, gpus, size_bytes, n_steps=steps[0], reduce_steps=steps[1],
+                          reduce_s=reduce_s, tag=tag)
+    return ring.start() if start else ring
+
+
 def ring_reduce_scatter(
     net: FlowNetwork, gpus: Sequence[int] | np.ndarray, size_bytes: float, *,
     reduce_s: ReduceTime = 0.0, tag: int = -1, start: bool = True,
 ) -> RingCollective:
     """Ring reduce-scatter of a ``size_bytes`` buffer per rank (n - 1 reducing steps)."""
     n = len(gpus)
-    ring = RingCollective(
-        net, gpus, size_bytes, n_steps=n - 1, reduce_steps=n - 1, reduce_s=reduce_s, tag=tag
-    )
-    return ring.start() if start else ring
+    return _ring(net, gpus, size_bytes, (n - 1, n - 1), reduce_s, tag, start)
 
 
 def ring_all_gather(
@@ -193,8 +200,7 @@ def ring_all_gather(
     tag: int = -1, start: bool = True,
 ) -> RingCollective:
     """Ring all-gather into a ``size_bytes`` buffer per rank (n - 1 copy steps)."""
-    ring = RingCollective(net, gpus, size_bytes, n_steps=len(gpus) - 1, reduce_steps=0, tag=tag)
-    return ring.start() if start else ring
+    return _ring(net, gpus, size_bytes, (len(gpus) - 1, 0), 0.0, tag, start)
 
 
 def ring_all_reduce(
@@ -203,7 +209,4 @@ def ring_all_reduce(
 ) -> RingCollective:
     """Ring all-reduce: reduce-scatter then all-gather, 2(n - 1) steps."""
     n = len(gpus)
-    ring = RingCollective(
-        net, gpus, size_bytes, n_steps=2 * (n - 1), reduce_steps=n - 1, reduce_s=reduce_s, tag=tag
-    )
-    return ring.start() if start else ring
+    return _ring(net, gpus, size_bytes, (2 * (n - 1), n - 1), reduce_s, tag, start)

@@ -147,12 +147,7 @@ def redrawn_per_forward(cfg: PopularityKnobs) -> bool:
 
 
 def layer_popularity(
-    cfg: PopularityKnobs,
-    *,
-    n_experts: int,
-    seed: int,
-    layer: int,
-    microbatch: int = 0,
+    cfg: PopularityKnobs, *, n_experts: int, seed: int, layer: int, microbatch: int = 0,
     step: int = 0,
 ) -> np.ndarray:
     """The popularity p [n_experts] used for one (layer, micro-batch, step); sums to 1.

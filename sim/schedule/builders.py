@@ -29,6 +29,8 @@ Each builder assumes its check passed. Sources of the orderings:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from moesim.errors import ConfigError
 from moesim.schedule.ops import Op, ScheduleOps, StageOps, bwd, fwd, fwd_bwd
 
@@ -50,13 +52,19 @@ def check_interleaved(name: str, pp: int, m: int, v: int) -> None:
         )
 
 
-def _one_f_one_b_stage(stage: int, pp: int, m: int) -> StageOps:
-    warmup = min(pp - stage - 1, m)
-    ops: list[Op] = [fwd(i) for i in range(warmup)]
-    for i in range(m - warmup):
-        ops += [fwd(i + warmup), bwd(i)]
-    ops += [bwd(i) for i in range(m - warmup, m)]
+def _one_f_one_b_order(total: int, warmup: int, f: Callable[[int], Op],
+                       b: Callable[[int], Op]) -> StageOps:
+    """One stage's 1F1B order over its ``total`` forwards ``f(k)`` and backwards ``b(k)``:
+    ``warmup`` forwards, then forward/backward pairs, then the remaining backwards."""
+    ops: list[Op] = [f(k) for k in range(warmup)]
+    for i in range(total - warmup):
+        ops += [f(i + warmup), b(i)]
+    ops += [b(k) for k in range(total - warmup, total)]
     return tuple(ops)
+
+
+def _one_f_one_b_stage(stage: int, pp: int, m: int) -> StageOps:
+    return _one_f_one_b_order(m, min(pp - stage - 1, m), fwd, bwd)
 
 
 def one_f_one_b(pp: int, m: int, v: int) -> ScheduleOps:
@@ -82,11 +90,7 @@ def _interleaved_stage(stage: int, pp: int, m: int, v: int) -> StageOps:
     def b(k: int) -> Op:
         return bwd(*_virtual(k, pp, v, False))
 
-    ops: list[Op] = [f(k) for k in range(warmup)]
-    for i in range(total - warmup):
-        ops += [f(i + warmup), b(i)]
-    ops += [b(k) for k in range(total - warmup, total)]
-    return tuple(ops)
+    return _one_f_one_b_order(total, warmup, f, b)
 
 
 def interleaved(pp: int, m: int, v: int) -> ScheduleOps:
