@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from moesim.cli.progress import Ticker, quiet_option
 from moesim.errors import MoesimError
 
 
@@ -68,14 +69,16 @@ def _spec(**kw: Any) -> Any:
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the Markdown report here (default: print it).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON record instead.")
+@quiet_option
 @_one_line
-def design(out: str | None, as_json: bool, **kw: Any) -> None:
+def design(out: str | None, as_json: bool, quiet: bool, **kw: Any) -> None:
     """Size a training cluster, choose and map its parallel layout (defaults: 1T MoE on
     4096 H200)."""
     from moesim.plan.design import design as run_design
     from moesim.plan.report import to_markdown, to_record
 
-    res = run_design(_spec(**kw))
+    with Ticker("design", quiet):
+        res = run_design(_spec(**kw))
     text = json.dumps(to_record(res), indent=2) if as_json else to_markdown(res)
     if out:
         Path(out).write_text(text + "\n")
@@ -150,11 +153,13 @@ def memory(model: str, gpu: str, seq_len: int, global_batch: int, **degrees: int
 
 @plan.command()
 @_spec_options
+@quiet_option
 @_one_line
-def layouts(**kw: Any) -> None:
+def layouts(quiet: bool, **kw: Any) -> None:
     """Rank the layouts for a GPU count on a fabric (estimate, then simulated MoE)."""
     from moesim.plan.design import design as run_design
     from moesim.plan.report import _candidates_table
 
-    res = run_design(_spec(**kw))
+    with Ticker("plan layouts", quiet):
+        res = run_design(_spec(**kw))
     click.echo("\n".join(_candidates_table(res)))

@@ -14,6 +14,7 @@ import click
 from moesim import topologies
 from moesim.cli.oneline import OneLineGroup
 from moesim.cli.plot import save_run_option, trace_option, write_run_files
+from moesim.cli.progress import Ticker, quiet_option
 from moesim.errors import MoesimError
 
 EXIT_BAD_INPUT = 2
@@ -51,6 +52,7 @@ def main() -> None:
 @click.option(
     "--out", type=click.Path(dir_okay=False), default=None, help="Also write the JSON record here."
 )
+@quiet_option
 @_user_errors
 def run(
     scenario: str,
@@ -59,6 +61,7 @@ def run(
     out: str | None,
     trace_path: str | None,
     run_path: str | None,
+    quiet: bool,
 ) -> None:
     """Simulate SCENARIO (a shipped name or a YAML path) and attribute its stragglers."""
     from dataclasses import replace
@@ -71,7 +74,8 @@ def run(
     scn = load_scenario_file(resolve(scenario))
     if seed is not None:
         scn = replace(scn, seed=seed)
-    res = run_scenario(scn)
+    with Ticker(f"run {scn.name}", quiet):
+        res = run_scenario(scn)
     if trace_path or run_path:
         write_run_files(scn, res, trace_path, run_path)
     if out:

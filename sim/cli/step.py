@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from moesim.cli.progress import Bar, quiet_option
+
 
 @click.command("step")
 @click.argument("scenario")
@@ -20,12 +22,14 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the step record as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON record here.")
+@quiet_option
 def step(scenario: str, mode: str | None, microbatches: int | None, seed: int | None,
-         as_json: bool, out: str | None) -> None:
+         as_json: bool, out: str | None, quiet: bool) -> None:
     """Simulate SCENARIO (a name from scenarios/steps or a YAML path): step time, MFU,
     breakdown (compute, exposed all-to-all / TP / DP, bubble, optimizer) and critical path."""
     from moesim.results.step_summary import step_text
     from moesim.scenarios import resolve
+    from moesim.step.loop import watching
     from moesim.step.run import run_step
     from moesim.step.scenario import load_step_file
 
@@ -36,8 +40,10 @@ def step(scenario: str, mode: str | None, microbatches: int | None, seed: int | 
     if seed is not None:
         spec = replace(spec, seed=seed)
     scn = replace(scn, spec=spec, mode=mode or scn.mode)
-    record = {"scenario": scn.name, "mode": scn.mode, "seed": spec.seed,
-              **run_step(spec, mode=scn.mode).to_dict()}
+    bar = Bar(f"step {scn.name} ({scn.mode})", "backward pass", quiet)
+    with bar, watching(bar if bar.enabled else None):
+        res = run_step(spec, mode=scn.mode)
+    record = {"scenario": scn.name, "mode": scn.mode, "seed": spec.seed, **res.to_dict()}
     text = json.dumps(record, indent=2)
     if out:
         Path(out).write_text(text)

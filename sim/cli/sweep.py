@@ -6,12 +6,11 @@ Registered on the CLI group by ``sim/cli.py`` (``main.add_command(sweep)``).
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import click
 
+from moesim.cli.progress import Bar, quiet_option
 from moesim.errors import ConfigError, MoesimError
 
 SWEEP_DIR = Path(__file__).resolve().parent.parent / "scenarios" / "sweeps"
@@ -29,33 +28,6 @@ def resolve_sweep(name_or_path: str) -> Path:
     names = sorted(p.stem for p in SWEEP_DIR.glob("*.yaml"))
     raise ConfigError("sweep", f"unknown {name_or_path!r}; give a YAML path or one of: "
                       + ", ".join(names))
-
-
-class _Progress:
-    """A tqdm bar when tqdm is installed, else one self-rewriting stderr line."""
-
-    def __init__(self, label: str) -> None:
-        self.label, self.start_s = label, time.monotonic()
-        self.bar: Any = None
-
-    def __call__(self, done: int, total: int, failed: int) -> None:
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            return self._line(done, total, failed)
-        if self.bar is None:
-            self.bar = tqdm(total=total, initial=done - 1, desc=self.label, unit="point")
-        self.bar.update(1)
-        self.bar.set_postfix(failed=failed)
-        if done == total:
-            self.bar.close()
-        return None
-
-    def _line(self, done: int, total: int, failed: int) -> None:
-        elapsed_s = time.monotonic() - self.start_s
-        bad = f", {failed} failed" if failed else ""
-        sys.stderr.write(f"\r{self.label}: {done}/{total} points{bad} [{elapsed_s:.1f} s]")
-        sys.stderr.flush()
 
 
 def _fmt(value: object, metric: bool) -> str:
@@ -88,7 +60,8 @@ def summary_table(summary: list[dict[str, object]], group_columns: tuple[str, ..
               help="Results CSV (appended; rerun to resume). Default: results/<sweep>.csv")
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
               help="Run on an existing Dask distributed scheduler (needs moesim[dask]).")
-def sweep(spec: str, jobs: int, out: str | None, dask_address: str | None) -> None:
+@quiet_option
+def sweep(spec: str, jobs: int, out: str | None, dask_address: str | None, quiet: bool) -> None:
     """Run sweep SPEC (a YAML path or a shipped sweep name); resumes an existing --out."""
     from moesim.sweep import load_sweep_file, run_sweep
     from moesim.sweep.montecarlo import summarize
@@ -97,13 +70,12 @@ def sweep(spec: str, jobs: int, out: str | None, dask_address: str | None) -> No
     try:
         parsed = load_sweep_file(resolve_sweep(spec))
         path = Path(out) if out else Path("results") / f"{parsed.name}.csv"
-        done = run_sweep(parsed, path, jobs=jobs, dask_address=dask_address,
-                         progress=_Progress(parsed.name))
+        with Bar(f"sweep {parsed.name}", "point", quiet) as bar:
+            done = run_sweep(parsed, path, jobs=jobs, dask_address=dask_address,
+                             progress=lambda n, total, failed: bar(n, total, failed=failed))
     except MoesimError as exc:
         click.echo(f"moesim: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    if done.ran:
-        click.echo("", err=True)
     click.echo(f"{done.total} points: {done.skipped} already in {done.results}, "
                f"{done.ran} run now ({done.failed} failed)")
     for label, extra in (("summary", done.summary), ("parquet", done.parquet)):

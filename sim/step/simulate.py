@@ -11,6 +11,7 @@ from moesim.engine.network import FlowNetwork
 from moesim.engine.pxn import PxnRouter
 from moesim.engine.routing import Router
 from moesim.fabric.build import build_graph, fabric_for
+from moesim.step.loop import run_step_env
 from moesim.step.plan import build_plan
 from moesim.step.program import rank_program
 from moesim.step.spec import StepSpec
@@ -33,11 +34,12 @@ def simulate_step(spec: StepSpec) -> StepState:
 
 
 def simulate_ranks(st: StepState, ranks: Iterable[int]) -> StepState:
-    """Run ``rank_program`` of each of ``ranks`` on ``st`` until the step ends; ``st``."""
+    """Run ``rank_program`` of each of ``ranks`` on ``st`` until the step ends; ``st``.
+    A watcher (:func:`moesim.step.loop.watching`) hears how many backward passes are done."""
     ranks = list(ranks)
     for rank in ranks:
         st.env.process(rank_program(st, rank))
-    st.env.run()
+    run_step_env(st.env, st.b_count, len(ranks) * st.spec.layout.vpp * st.spec.microbatches)
     if np.isnan(st.end_s[ranks]).any():
         stuck = [r for r in ranks if np.isnan(st.end_s[r])][:4]
         raise RuntimeError(f"step did not finish: ranks {stuck} never ended")

@@ -1,0 +1,90 @@
+"""Progress on stderr: drawn on a terminal (a pseudo-terminal here), never into a pipe."""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
+from moesim.scenarios import resolve
+from moesim.step.loop import run_reporting, watching
+from moesim.step.run import run_step
+from moesim.step.scenario import load_step_file
+
+STEP = [sys.executable, "-m", "moesim.cli", "step", "mixtral-64xh100", "--mode", "fast",
+        "--microbatches", "4"]
+
+
+def run_on_pty(args: list[str]) -> tuple[int, str, str]:
+    """Run ``args`` with stderr on a pseudo-terminal; (status, stdout, what the terminal got)."""
+    main_fd, tty_fd = pty.openpty()
+    fcntl.ioctl(tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=tty_fd, text=True)
+    os.close(tty_fd)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([main_fd], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out, _ = proc.communicate(timeout=120)
+    os.close(main_fd)
+    return proc.returncode, out, seen.decode(errors="replace")
+
+
+def test_step_progress_on_a_terminal_and_not_in_a_pipe() -> None:
+    code, out, tty = run_on_pty(STEP)
+    assert code == 0 and "step time" in out.lower(), out
+    assert "step mixtral-64xh100 (fast)" in tty and "backward pass" in tty, tty
+    assert "100%" in tty, tty
+    code, _, quiet_tty = run_on_pty([*STEP, "--quiet"])
+    assert code == 0 and quiet_tty == "", quiet_tty
+    piped = subprocess.run(STEP, capture_output=True, text=True, check=True)
+    assert piped.stderr == "", piped.stderr
+
+
+def test_watching_does_not_change_the_result() -> None:
+    spec = load_step_file(resolve("mixtral-64xh100", "steps")).spec
+    from dataclasses import replace
+
+    spec = replace(spec, microbatches=4)
+    calls: list[tuple[float, float]] = []
+    with watching(lambda d, t: calls.append((d, t))):
+        watched = run_step(spec, "fast")
+    assert watched.to_dict() == run_step(spec, "fast").to_dict()
+    assert calls[0][0] == 0 and calls[-1][0] == calls[-1][1] > 0
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(calls))
+
+
+def test_reporting_loop_ends_like_run() -> None:
+    import simpy
+
+    env = simpy.Environment()
+    done: dict[tuple[int, int], int] = {}
+
+    def proc(i: int):  # type: ignore[no-untyped-def]
+        yield env.timeout(i)
+        done[(i, 0)] = 1
+
+    for i in range(5):
+        env.process(proc(i))
+    seen: list[float] = []
+    run_reporting(env, done, 5, lambda d, t: seen.append(d))
+    assert env.now == 4 and seen[-1] == 5 and sum(done.values()) == 5
+    with pytest.raises(ZeroDivisionError):
+        env.process((lambda: (yield env.timeout(1)) or 1 / 0)())
+        run_reporting(env, done, 5, lambda d, t: None)
