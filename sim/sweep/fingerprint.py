@@ -48,7 +48,7 @@ MODEL_CODE = (
 """Modules and packages of ``moesim`` whose code and data determine a sweep row's numbers."""
 
 NOT_MODEL_CODE = (
-    "cli", "errors", "io", "plan", "plots", "scenarios", "validate",
+    "api", "cli", "errors", "io", "plan", "plots", "scenarios", "validate",
     "results.step_summary", "results.summary", "results.timeline", "results.trace",
     "sweep.fingerprint", "sweep.runner", "sweep.store",
 )
