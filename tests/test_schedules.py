@@ -181,3 +181,11 @@ def test_negative_time_raises():
 
 def test_zero_times_run_in_zero_time():
     assert run(build_schedule("dualpipe", 3, 4), 0.0, 0.0, fb_s=0.0).makespan_s == 0.0
+
+
+def test_the_executor_example() -> None:
+    import doctest
+
+    import schedule_executor
+
+    assert doctest.testmod(schedule_executor).failed == 0
