@@ -9,8 +9,9 @@ Search space (kept small so it runs in well under a second):
   ``--num-layers-per-virtual-pipeline-stage``);
 * ``ep`` in the divisors of the routed-expert count up to 128; ``etp`` = 1 (Megatron's MoE
   recipes for DeepSeek-V3/Kimi-class models run experts without tensor parallelism);
-* ``dp`` = gpus / (tp * cp * pp); ``global_batch`` must split into whole micro-batches per
-  DP replica.
+* ``dp`` = gpus / (tp * cp * pp); the global batch must split into whole micro-batches per
+  DP replica, so each layout takes the multiple of ``dp x micro_batch_size`` nearest the
+  batch asked (:func:`moesim.plan.spec.nearest_batch`; ``Candidate.global_batch``).
 
 Each layout is tried with selective recompute (flash attention keeps no score matrix), then
 full recompute; the first that fits in HBM (``moesim.model.fits``) is kept. A layout that does
@@ -26,7 +27,7 @@ from moesim.hardware import GpuSpec
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
 from moesim.parallel.memory import MemoryBudget, fits, state_memory
-from moesim.plan.spec import RECOMPUTE_ORDER, DesignSpec
+from moesim.plan.spec import RECOMPUTE_ORDER, DesignSpec, nearest_batch
 
 TP_CHOICES = (1, 2, 4, 8)
 CP_CHOICES = (1, 2)
@@ -47,6 +48,10 @@ class Candidate:
     schedule: str = ""
     memory: MemoryBudget | None = None
     label: str = ""  # the degrees as asked, when they could not even form a layout
+    global_batch: int = 0  # sequences per step: the batch asked, adjusted to divide
+
+    def tokens_per_step(self, seq_len: int) -> int:
+        return self.global_batch * seq_len
 
     @property
     def name(self) -> str:
@@ -63,14 +68,14 @@ def ep_choices(model: ModelConfig) -> list[int]:
     return [d for d in range(1, min(experts, EP_MAX) + 1) if experts % d == 0]
 
 
-def _degrees(spec: DesignSpec, model: ModelConfig, domain: int) -> list[dict[str, int]]:
+def _degrees(gpus: int, model: ModelConfig, domain: int) -> list[dict[str, int]]:
     out = []
     for tp in (t for t in TP_CHOICES if t <= domain):
         for cp in CP_CHOICES:
             for pp in (p for p in PP_CHOICES if p <= model.num_layers):
-                if spec.gpus % (tp * cp * pp):
+                if gpus % (tp * cp * pp):
                     continue
-                dp = spec.gpus // (tp * cp * pp)
+                dp = gpus // (tp * cp * pp)
                 for vpp in (v for v in VPP_CHOICES if v == 1 or pp > 1):
                     for ep in ep_choices(model):
                         out.append(dict(tp=tp, cp=cp, pp=pp, vpp=vpp, ep=ep, etp=1, dp=dp))
@@ -95,10 +100,8 @@ def check_layout(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
         return _reject(layout, f"pp*vpp={layout.pp * layout.vpp} does not divide "
                                f"{model.num_layers} layers")
     per_step = layout.dp * spec.micro_batch_size
-    if spec.global_batch % per_step:
-        return _reject(layout, f"global batch {spec.global_batch} does not split over "
-                               f"dp={layout.dp} x micro-batch {spec.micro_batch_size}")
-    m = spec.global_batch // per_step
+    gbs = nearest_batch(spec.global_batch, per_step)
+    m = gbs // per_step
     schedule = "interleaved" if layout.vpp > 1 else "1f1b"
     reason = ""
     for recompute in RECOMPUTE_ORDER:
@@ -111,16 +114,18 @@ def check_layout(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
             return _reject(layout, exc.problem)
         verdict = fits(budget, gpu.hbm_bytes, spec.hbm_reserve)
         if verdict.ok:
-            return Candidate(layout, True, "", m, recompute, schedule, budget)
+            return Candidate(layout, True, "", m, recompute, schedule, budget,
+                             global_batch=gbs)
         reason = verdict.reason + f" (even with {recompute} recompute)"
-    return Candidate(layout, False, reason, m, RECOMPUTE_ORDER[-1], schedule, budget)
+    return Candidate(layout, False, reason, m, RECOMPUTE_ORDER[-1], schedule, budget,
+                     global_batch=gbs)
 
 
 def enumerate_candidates(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
-                         domain: int) -> list[Candidate]:
-    """Every layout of the search space for ``spec.gpus`` GPUs, fitting or rejected."""
+                         domain: int, gpus: int) -> list[Candidate]:
+    """Every layout of the search space for ``gpus`` GPUs, fitting or rejected."""
     out = []
-    for degrees in _degrees(spec, model, domain):
+    for degrees in _degrees(gpus, model, domain):
         try:
             layout = ParallelLayout(**degrees)
         except ConfigError as exc:
@@ -128,7 +133,7 @@ def enumerate_candidates(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
             continue
         out.append(check_layout(spec, model, gpu, layout))
     if not out:
-        raise ConfigError("gpus", f"{spec.gpus} GPUs admit no layout with tp in {TP_CHOICES}, "
+        raise ConfigError("gpus", f"{gpus} GPUs admit no layout with tp in {TP_CHOICES}, "
                           f"cp in {CP_CHOICES}, pp in {PP_CHOICES}; use a multiple of 8")
     return out
 

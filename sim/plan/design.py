@@ -1,46 +1,34 @@
-"""Orchestrate a design: candidates -> estimates -> simulated EP groups -> chosen layout.
+"""Orchestrate a design: GPU count -> fabric -> candidates -> estimates -> simulated steps.
 
-The chosen layout is the fastest by *simulated* step time among the candidates whose EP
-group was simulated: the top :attr:`DesignSpec.simulate_top` distinct EP groups by estimate,
-plus the best EP group on the other side of the NVLink-domain boundary if none of those
-is, so that EP inside versus across the NVLink domain is decided by measured numbers.
+The estimate (:mod:`moesim.plan.estimate`) only prunes: the layouts that fit in memory are
+ordered by estimated seconds per token, and the best :attr:`DesignSpec.simulate_min` run
+through the whole-step simulator in fast mode (:mod:`moesim.plan.simulate`). Then every
+layout the estimate cannot rule out runs too: one whose estimate, scaled by the lowest
+simulated/estimated ratio seen so far, would beat the best simulated step (up to
+:attr:`DesignSpec.simulate_max`). The chosen layout is the fastest simulated one per token,
+and the step reported is its simulated step.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-import networkx as nx
-
-from moesim import topologies
 from moesim.errors import ConfigError
 from moesim.hardware import GpuSpec, get_gpu
-from moesim.model import ModelConfig, ParamCounts, get_model, model_from_hf, param_counts
+from moesim.model import ModelConfig, ParamCounts, param_counts
 from moesim.parallel.placement import GroupPlacement
 from moesim.plan.bom import BillOfMaterials, bill_of_materials
-from moesim.plan.candidates import Candidate, enumerate_candidates
-from moesim.plan.estimate import Estimate, estimate, mfu
-from moesim.plan.evaluate import EpSim, composed_step_s, ep_scenario, simulate_ep
-from moesim.plan.fabric_view import FabricView
-from moesim.plan.modes import OVERSUBSCRIPTIONS, OversubPoint, SkewPoint, oversub_sims, skew_sweep
+from moesim.plan.candidates import Candidate
+from moesim.plan.cluster import fabric_label
+from moesim.plan.prepare import Prepared, Ranked, load_model, no_fit, prepare
+from moesim.plan.simulate import SimTask, simulate_all, step_spec
+from moesim.plan.sizing import Sizing, size_cluster
 from moesim.plan.spec import DesignSpec
+from moesim.scenario.schema import FabricSpec
 
-
-@dataclass(frozen=True)
-class Ranked:
-    """A fitting candidate with its estimate and, if simulated, its EP group's run."""
-
-    cand: Candidate
-    est: Estimate
-    sim: EpSim | None
-    step_time_s: float
-    mfu: float
-
-    @property
-    def ep_key(self) -> tuple[int, int, int]:
-        return self.cand.layout.ep, self.cand.layout.etp, self.est.tokens_per_rank
+Say = Callable[[str], None]
 
 
 @dataclass
@@ -49,140 +37,87 @@ class DesignResult:
     model: ModelConfig
     counts: ParamCounts
     gpu: GpuSpec
+    gpus: int
+    fabric: FabricSpec
     domain: int
     candidates: list[Candidate]
-    ranked: list[Ranked]
+    ranked: list[Ranked]  # simulated first (fastest per token first), then by estimate
     chosen: Ranked
     placements: list[GroupPlacement]
-    skew: list[SkewPoint]
-    oversub: list[OversubPoint]
-    oversub_ep: int
     bom: BillOfMaterials
+    sizing: Sizing | None = None  # when the count was searched
     timings_s: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def fabric_name(self) -> str:
+        return fabric_label(self.fabric)
 
-def load_model(name_or_path: str) -> ModelConfig:
-    """A preset name, or a path to a Hugging Face ``config.json`` (file or directory)."""
-    if Path(name_or_path).exists():
-        return model_from_hf(name_or_path)
-    return get_model(name_or_path)
-
-
-def load_fabric(preset: str, gpus: int, **overrides: object) -> nx.DiGraph:
-    try:
-        graph = topologies.load_preset(preset, **overrides)
-    except topologies.TopologyError as exc:
-        raise ConfigError(f"fabric.{exc.field}", exc.problem) from exc
-    have = sum(1 for _, k in graph.nodes(data="kind") if k == "gpu")
-    if gpus > have:
-        raise ConfigError("gpus", f"{gpus} GPUs do not fit fabric {preset!r}, which holds "
-                                  f"{have}; choose --gpus <= {have} or a larger --fabric")
-    return graph
+    @property
+    def simulated(self) -> list[Ranked]:
+        return [r for r in self.ranked if r.sim]
 
 
-def _simulate(spec: DesignSpec, model: ModelConfig, r: Ranked) -> EpSim:
-    lay = r.cand.layout
-    return simulate_ep(ep_scenario(model, spec.gpu, spec.fabric, ep=lay.ep, etp=lay.etp,
-                                   tokens_per_rank=r.est.tokens_per_rank,
-                                   seq_len=spec.seq_len, seed=spec.seed))
+def to_simulate(ranked: list[Ranked], seq_len: int, first: int, cap: int) -> list[int]:
+    """Indices still worth simulating: the best ``first`` by estimate, then each one whose
+    estimate x the lowest simulated/estimated ratio seen beats the best simulated step."""
+    done = [i for i, r in enumerate(ranked) if r.sim or r.sim_error]
+    if not done:
+        return list(range(min(first, len(ranked), cap)))
+    sims = [ranked[i] for i in done if ranked[i].sim]
+    if not sims or len(done) >= cap:
+        return []
+    low = min(r.step_time_s / r.est.step_time_s for r in sims)
+    best = min(r.per_token_s(seq_len) for r in sims)
+    todo = [i for i, r in enumerate(ranked) if i not in done
+            and r.est_per_token_s(seq_len) * low < best]
+    return todo[: cap - len(done)]
 
 
-def _to_simulate(ranked: list[Ranked], top: int, domain: int) -> list[tuple[int, int, int]]:
-    """EP groups to simulate: the best ``top`` by estimate, then the other side of NVLink.
-
-    The other side's pick is preferably the best layout's twin that differs only in ep
-    (same tp, pp, vpp, cp, dp), so the two runs isolate where expert parallelism lives.
-    """
-    keys: list[tuple[int, int, int]] = []
-    for r in ranked:
-        if r.cand.layout.ep > 1 and r.ep_key not in keys and len(keys) < top:
-            keys.append(r.ep_key)
-    if not keys:
-        return keys
-    best = ranked[0].cand.layout
-    for inside in (True, False):
-        if any((k[0] * k[1] <= domain) == inside for k in keys):
-            continue
-        side = [r for r in ranked if r.cand.layout.ep > 1
-                and (r.ep_key[0] * r.ep_key[1] <= domain) == inside]
-        twins = [r for r in side if (r.cand.layout.tp, r.cand.layout.pp, r.cand.layout.vpp,
-                                     r.cand.layout.cp) == (best.tp, best.pp, best.vpp, best.cp)]
-        if twins or side:
-            keys.append((twins or side)[0].ep_key)
-    return keys
+def simulate_ranked(spec: DesignSpec, model: ModelConfig, prep: Prepared, jobs: int,
+                    dask: str | None, say: Say) -> list[Ranked]:
+    """Simulate what :func:`to_simulate` asks until it asks nothing; the ranked list."""
+    ranked = list(prep.ranked)
+    while todo := to_simulate(ranked, spec.seq_len, spec.simulate_min, spec.simulate_max):
+        say(f"simulating {len(todo)} candidate(s) in fast mode (-j {jobs}"
+            + (f", dask {dask}" if dask else "") + ")")
+        tasks = [SimTask(i, step_spec(spec, model, ranked[i].cand, prep.fabric),
+                         spec.routing_draws) for i in todo]
+        recs = simulate_all(tasks, jobs, dask, lambda d, n: say(f"  simulated {d}/{n}"))
+        for i, rec in recs.items():
+            ranked[i] = Ranked(ranked[i].cand, ranked[i].est, rec.get("result"),
+                               rec.get("error", ""), float(rec["wall_s"]))
+    sims = sorted((r for r in ranked if r.sim), key=lambda r: r.per_token_s(spec.seq_len))
+    if not sims:
+        errors = "; ".join(sorted({r.sim_error for r in ranked if r.sim_error}))[:300]
+        raise ConfigError("design", f"no candidate could be simulated: {errors}")
+    return sims + [r for r in ranked if not r.sim]
 
 
-def _compose(r: Ranked, sim: EpSim, spec: DesignSpec, model: ModelConfig,
-             gpu: GpuSpec) -> Ranked:
-    lay = r.cand.layout
-    step = composed_step_s(r.est.step_time_s, r.est.moe_layer_s, r.est.moe_layers,
-                           r.est.microbatches, lay.pp, lay.vpp, sim,
-                           full_recompute=r.cand.recompute == "full")
-    return replace(r, sim=sim, step_time_s=step, mfu=mfu(spec, model, gpu, step))
-
-
-def design(spec: DesignSpec) -> DesignResult:
-    """Answer ``spec``: see the module docstring."""
+def design(spec: DesignSpec, jobs: int = 1, dask: str | None = None,
+           say: Say | None = None) -> DesignResult:
+    """Answer ``spec``: see the module docstring (``say`` gets one line per stage)."""
+    say = say or (lambda _: None)
     clock = time.perf_counter()
     timings: dict[str, float] = {}
     model, gpu = load_model(spec.model), get_gpu(spec.gpu)
-    graph = load_fabric(spec.fabric, spec.gpus)
-    view = FabricView(graph, gpu.name)
-    cands = enumerate_candidates(spec, model, gpu, view.domain_size)
-    fitting = [c for c in cands if c.fits]
-    if not fitting:
-        closest = min((c for c in cands if c.memory), key=lambda c: c.memory.total_bytes)  # type: ignore[union-attr]
-        raise ConfigError("gpus", f"no layout of {model.name} fits {spec.gpus} x {gpu.name}; "
-                                  f"closest: {closest.name}: {closest.reason}")
-    ranked = []
-    for c in fitting:
-        est = estimate(spec, model, gpu, c, view)
-        ranked.append(Ranked(c, est, None, est.step_time_s,
-                             mfu(spec, model, gpu, est.step_time_s)))
-    ranked.sort(key=lambda r: r.step_time_s)
+    sizing = None
+    if spec.gpus is None:
+        say("sizing the cluster (estimates over GPU counts)")
+        sizing = size_cluster(spec, model, gpu, say)
+        gpus, prep = sizing.gpus, sizing.prepared
+    else:
+        gpus = spec.gpus
+        say(f"building the fabric and estimating layouts for {gpus} GPUs")
+        prep = prepare(spec, model, gpu, gpus)
+    if not prep.ranked:
+        raise no_fit(model, gpu, prep)
     timings["enumerate_and_estimate"] = time.perf_counter() - clock
-    sims = {k: _simulate(spec, model, next(r for r in ranked if r.ep_key == k))
-            for k in _to_simulate(ranked, spec.simulate_top, view.domain_size)}
-    ranked = [_compose(r, sims[r.ep_key], spec, model, gpu) if r.ep_key in sims else r
-              for r in ranked]
-    simulated = sorted((r for r in ranked if r.sim), key=lambda r: r.step_time_s)
-    ranked = simulated + [r for r in ranked if not r.sim]
-    chosen = ranked[0]
+    ranked = simulate_ranked(spec, model, prep, jobs, dask, say)
     timings["simulate_candidates"] = time.perf_counter() - clock - sum(timings.values())
-    skew, oversub, oversub_ep = _failure_modes(spec, model, gpu, chosen, ranked, view)
-    timings["failure_modes"] = time.perf_counter() - clock - sum(timings.values())
-    bom = bill_of_materials(graph, spec.gpus, gpu, model)
+    chosen = ranked[0]
+    bom = bill_of_materials(prep.view.graph, gpus, gpu, model)
     timings["total"] = time.perf_counter() - clock
-    return DesignResult(spec, model, param_counts(model), gpu, view.domain_size, cands, ranked,
-                        chosen, view.place_all(chosen.cand.layout), skew, oversub,
-                        oversub_ep, bom, timings)
-
-
-def _failure_modes(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, chosen: Ranked,
-                   ranked: list[Ranked], view: FabricView
-                   ) -> tuple[list[SkewPoint], list[OversubPoint], int]:
-    lay, est = chosen.cand.layout, chosen.est
-    skew: list[SkewPoint] = []
-    if lay.ep > 1:
-        mult = est.moe_layers * (est.microbatches + (lay.pp - 1) / lay.vpp)
-        skew = skew_sweep(model, spec.gpu, spec.fabric, ep=lay.ep, etp=lay.etp,
-                          tokens_per_rank=est.tokens_per_rank, seq_len=spec.seq_len,
-                          layer_multiplier=mult, seed=spec.seed)
-    params = topologies.registry.read_preset(spec.fabric)["params"]
-    if "oversubscription" not in params:
-        return skew, [], 0
-    cross = next((r for r in ranked if r.sim and r.ep_key[0] * r.ep_key[1] > view.domain_size),
-                 None)
-    sims: list[EpSim | None] = [None] * len(OVERSUBSCRIPTIONS)
-    if cross is not None and cross.sim is not None:
-        sims = list(oversub_sims(model, spec.gpu, spec.fabric, ep=cross.cand.layout.ep,
-                                 etp=cross.cand.layout.etp, gpus_per_host=view.gpus_per_host,
-                                 tokens_per_rank=cross.est.tokens_per_rank,
-                                 seq_len=spec.seq_len, seed=spec.seed))
-    points = []
-    for o, sim in zip(OVERSUBSCRIPTIONS, sims, strict=True):
-        graph = load_fabric(spec.fabric, spec.gpus, oversubscription=o)
-        step = estimate(spec, model, gpu, chosen.cand, FabricView(graph, gpu.name)).step_time_s
-        step += chosen.step_time_s - est.step_time_s  # keep the simulated MoE correction
-        points.append(OversubPoint(o, sim, step))
-    return skew, points, cross.cand.layout.ep if cross else 0
+    say(f"done in {timings['total']:.1f} s")
+    return DesignResult(spec, model, param_counts(model), gpu, gpus, prep.fabric,
+                        prep.view.domain_size, prep.candidates, ranked, chosen,
+                        prep.view.place_all(chosen.cand.layout), bom, sizing, timings)

@@ -24,10 +24,14 @@ best candidates, see :mod:`moesim.plan.evaluate`):
   micro-batch and virtual chunk, exposed.
 * Pipeline (1F1B / interleaved): ``step = t_mb * (m + (pp - 1) / vpp)`` on the slowest
   stage: bubble fraction ``(pp-1)/(vpp*m)`` (Narayanan et al. 2021, sec. 2.2).
-* Data parallel: distributed-optimizer gradient reduce-scatter and parameter all-gather in
-  BF16, ring cost ``2 (n-1)/n * bytes / bw``, dense parameters over the DP group and
-  experts over EDP; :data:`DP_EXPOSED` of it is not hidden behind compute (Megatron
-  ``--overlap-grad-reduce --overlap-param-gather``; assumption).
+* Data parallel, as the whole-step simulator runs it (:mod:`moesim.step.program`):
+  distributed-optimizer gradient reduce-scatter in FP32 (Megatron reduces the fp32
+  ``main_grad``, :data:`moesim.step.spec.GRAD_REDUCE_BYTES`), then the BF16 parameter
+  all-gather; each ring moves ``(n-1)/n * bytes`` per rank once (RS and AG are one ring
+  each, not two), dense parameters over the DP x CP group and experts over EDP. The
+  reduce-scatter overlaps the backward (``--overlap-grad-reduce``): :data:`DP_EXPOSED` of
+  it is exposed (assumption); the all-gather runs after the optimizer, exposed, as the
+  simulator has it.
 * Optimizer step: memory-bound over the GPU's shard (~30 B per sharded parameter).
 """
 
@@ -43,6 +47,7 @@ from moesim.parallel.memory import stage_params
 from moesim.plan.candidates import Candidate
 from moesim.plan.fabric_view import FabricView
 from moesim.plan.spec import DesignSpec
+from moesim.step.spec import GRAD_REDUCE_BYTES
 from moesim.workload.costs import LayerShape, experts_s, token_bytes
 
 DP_EXPOSED = 0.5  # assumption: half the DP/EDP collectives outlast the overlap window
@@ -175,14 +180,16 @@ def _dp_and_optimizer_s(model: ModelConfig, gpu: GpuSpec, cand: Candidate,
     for kind, n, params in (("dp", lay.dp * lay.cp, dense), ("edp", lay.edp, expert)):
         if n > 1 and params:
             bw = view.effective_bw_GBps(lay, kind if getattr(lay, kind) > 1 else "cp")
-            dp_s += 2 * 2 * (n - 1) / n * params * BF16 / (bw * 1e9)
-    dp_s *= DP_EXPOSED
+            ring_s = (n - 1) / n * params / (bw * 1e9)
+            dp_s += ring_s * (GRAD_REDUCE_BYTES["fp32"] * DP_EXPOSED + BF16)
     shard = dense / (lay.dp * lay.cp) + expert / lay.edp
     opt_s = shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_GBps * 1e9 * 0.84)
     return dp_s, opt_s
 
 
-def mfu(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, step_time_s: float) -> float:
+def mfu(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate,
+        step_time_s: float) -> float:
     """Model FLOPs utilisation: 3 x forward FLOPs of the step's tokens / (time x peak)."""
-    flops = 3 * flops_per_token(model, spec.seq_len).total * spec.tokens_per_step
-    return flops / (step_time_s * spec.gpus * gpu.peak_tflops("bf16") * 1e12)
+    flops = 3 * flops_per_token(model, spec.seq_len).total * cand.tokens_per_step(spec.seq_len)
+    gpus = cand.layout.world_size
+    return flops / (step_time_s * gpus * gpu.peak_tflops("bf16") * 1e12)

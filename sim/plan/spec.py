@@ -1,4 +1,4 @@
-"""What a design is asked: model, GPU count and kind, fabric, token budget, batch."""
+"""What a design is asked: model, goal (tokens and days, or a GPU count), GPU kind, fabric."""
 
 from __future__ import annotations
 
@@ -13,31 +13,53 @@ RECOMPUTE_ORDER = ("selective", "full")  # tried in this order until the layout 
 class DesignSpec:
     """The question. ``global_batch`` in sequences of ``seq_len`` tokens.
 
-    Defaults: 4096 H200 on ``rail-h200-4096``; 15e12 training tokens (Kimi K2 trained on
-    15.5T tokens, arXiv:2507.20534); global batch 16384 x 4096 = 67M tokens (Kimi K2 used a
-    67M-token batch; DeepSeek-V3 ramped to 15360 sequences, arXiv:2412.19437 sec. 4.2).
+    ``gpus`` pins the GPU count; ``None`` sizes the cluster for the goal: the fewest GPUs
+    that train ``tokens`` in ``days`` (at most ``gpu_budget`` when given, which alone makes
+    the budget the count). ``fabric``: ``auto`` builds a rail fat tree for the count
+    (:mod:`moesim.plan.cluster`, ``nic_gbit`` and leaf ``oversubscription``), else a preset
+    name or a YAML file. ``simulate_min`` candidates (best by estimate), and every other one
+    the estimate cannot rule out, run through the whole-step simulator in fast mode, up to
+    ``simulate_max``. ``routing_draws`` is fast mode's count of distinct router draws
+    (:func:`moesim.step.fast.fast_plan`; ``0`` = every MoE layer drawn, as ``moesim step``).
+
+    Defaults: H200; 15e12 training tokens (Kimi K2 trained on 15.5T tokens, arXiv:2507.20534)
+    in 60 days; global batch 16384 x 4096 = 67M tokens (Kimi K2 used a 67M-token batch;
+    DeepSeek-V3 ramped to 15360 sequences, arXiv:2412.19437 sec. 4.2).
     """
 
     model: str = "moe-1t"
-    gpus: int = 4096
+    gpus: int | None = None
     gpu: str = "H200"
-    fabric: str = "rail-h200-4096"
+    fabric: str = "auto"
+    nic_gbit: int = 400
+    oversubscription: float = 1.0
     tokens: float = 15e12
     days: float = 60.0
+    gpu_budget: int | None = None
     seq_len: int = 4096
     global_batch: int = 16384
     micro_batch_size: int = 1
     precision: str = "bf16"
     hbm_reserve: float = 0.1
-    simulate_top: int = 3
+    simulate_min: int = 16
+    simulate_max: int = 48
+    routing_draws: int = 1
     checkpoint_interval_s: float = 0.0  # 0 = use the Young/Daly optimum
     seed: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("gpus", "seq_len", "global_batch", "micro_batch_size", "simulate_top"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(name, f"must be a positive integer, got {value!r}")
+        for name in ("seq_len", "global_batch", "micro_batch_size", "simulate_min",
+                     "simulate_max"):
+            _positive_int(name, getattr(self, name))
+        for name in ("gpus", "gpu_budget"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name))
+        if isinstance(self.routing_draws, bool) or not isinstance(self.routing_draws, int) \
+                or self.routing_draws < 0:
+            raise ConfigError("routing_draws", f"must be an integer >= 0 (0 = every layer), "
+                              f"got {self.routing_draws!r}")
+        if self.simulate_max < self.simulate_min:
+            raise ConfigError("simulate_max", f"must be >= simulate_min ({self.simulate_min})")
         for name in ("tokens", "days"):
             if not float(getattr(self, name)) > 0:
                 raise ConfigError(name, f"must be positive, got {getattr(self, name)!r}")
@@ -48,4 +70,20 @@ class DesignSpec:
 
     @property
     def tokens_per_step(self) -> int:
+        """Tokens of the batch as asked (a layout may adjust it: Candidate.global_batch)."""
         return self.global_batch * self.seq_len
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(name, f"must be a positive integer, got {value!r}")
+
+
+def nearest_batch(requested: int, unit: int) -> int:
+    """The multiple of ``unit`` nearest ``requested`` (ties upward), at least ``unit``:
+    Megatron needs the global batch to split into whole micro-batches per DP replica."""
+    low = requested - requested % unit
+    high = low + unit
+    if low < unit:
+        return unit
+    return low if requested - low < high - requested else high

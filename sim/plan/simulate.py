@@ -1,0 +1,90 @@
+"""Run a design's candidates through the whole-step simulator (fast mode), in parallel.
+
+Each candidate becomes the :class:`moesim.step.spec.StepSpec` that ``moesim step`` would run
+for it (:func:`step_spec`; :func:`step_scenario` writes it as a step scenario file), and
+:func:`moesim.step.fast.run_fast_step` simulates it. The workers are the sweeps' executors
+(:func:`moesim.sweep.execute.open_executor`: inline for ``-j 1``, a local process pool, or a
+Dask cluster with ``--dask ADDRESS``).
+
+Not simulated, by the step simulator's scope: recomputation (the memory plan's ``selective``
+or ``full`` recompute is priced by the estimate only; the step runs no recompute ops).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from moesim.model import ModelConfig
+from moesim.plan.candidates import Candidate
+from moesim.plan.spec import DesignSpec
+from moesim.scenario.schema import FabricSpec
+from moesim.step.spec import StepSpec
+from moesim.sweep.execute import open_executor, run_unordered
+
+
+def step_spec(spec: DesignSpec, model: ModelConfig, cand: Candidate,
+              fabric: FabricSpec) -> StepSpec:
+    """The step ``moesim step`` runs for ``cand`` (its layout, schedule, micro-batches)."""
+    return StepSpec(model=model, layout=cand.layout, gpu=spec.gpu, fabric=fabric,
+                    schedule=cand.schedule, microbatches=cand.num_microbatches,
+                    micro_batch_size=spec.micro_batch_size, seq_len=spec.seq_len,
+                    compute_dtype="fp8" if spec.precision == "fp8" else "bf16",
+                    seed=spec.seed)
+
+
+def step_scenario(spec: DesignSpec, cand: Candidate, fabric: FabricSpec,
+                  name: str = "design") -> dict[str, Any]:
+    """``cand`` as a step scenario mapping (``moesim step FILE --mode fast`` reads it)."""
+    lay = cand.layout
+    return {
+        "name": name, "model": spec.model, "gpu": spec.gpu,
+        "fabric": {"preset": fabric.preset, "params": dict(fabric.params),
+                   "multipath": fabric.multipath, "batch_window_rel": fabric.batch_window_rel},
+        "layout": {k: getattr(lay, k) for k in ("tp", "pp", "vpp", "ep", "etp", "cp", "dp")},
+        "schedule": cand.schedule, "global_batch": cand.global_batch,
+        "micro_batch_size": spec.micro_batch_size, "seq_len": spec.seq_len,
+        "compute_dtype": "fp8" if spec.precision == "fp8" else "bf16",
+        "seed": spec.seed, "mode": "fast",
+    }
+
+
+@dataclass(frozen=True)
+class SimTask:
+    """One candidate for a worker: its index in the design's list and its step."""
+
+    index: int
+    step: StepSpec
+    routing_draws: int  # 0: every MoE layer drawn (as ``moesim step``)
+
+
+def simulate_task(task: SimTask) -> dict[str, Any]:
+    """Worker: the fast-mode step record of ``task`` (an error becomes the record)."""
+    from moesim.step.fast import run_fast_step
+
+    start = time.perf_counter()
+    try:
+        res = run_fast_step(task.step, task.routing_draws or None)
+    except Exception as exc:  # a candidate the simulator refuses is reported, not fatal
+        return {"index": task.index, "error": f"{type(exc).__name__}: {exc}",
+                "wall_s": time.perf_counter() - start}
+    return {"index": task.index, "result": res.to_dict(),
+            "wall_s": time.perf_counter() - start}
+
+
+Progress = Callable[[int, int], None]
+
+
+def simulate_all(tasks: Iterable[SimTask], jobs: int = 1, dask_address: str | None = None,
+                 progress: Progress | None = None) -> dict[int, dict[str, Any]]:
+    """Every task's record by index, run on ``-j jobs`` or ``--dask ADDRESS``."""
+    tasks = list(tasks)
+    out: dict[int, dict[str, Any]] = {}
+    with open_executor(jobs, dask_address) as (executor, window):
+        for rec in run_unordered(executor, simulate_task, tasks, window):
+            out[int(rec["index"])] = rec
+            if progress is not None:
+                progress(len(out), len(tasks))
+    return out
