@@ -37,54 +37,93 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         click.option("--model", default="moe-1t", show_default=True,
                      help="Preset name or path to a Hugging Face config.json."),
-        click.option("--gpus", type=int, default=4096, show_default=True),
-        click.option("--gpu", default="H200", show_default=True),
-        click.option("--fabric", default="rail-h200-4096", show_default=True,
-                     help="Topology preset name."),
+        click.option("--gpus", type=int, default=None,
+                     help="Pin the GPU count (default: size the cluster for the goal)."),
+        click.option("--gpu", default="H200", show_default=True,
+                     help="H100, H200 or B200 (HGX hosts of 8)."),
+        click.option("--fabric", default="auto", show_default=True,
+                     help="auto (a rail fat tree built for the count), a preset name, or a "
+                          "YAML file holding a fabric: mapping."),
+        click.option("--nic-gbit", type=int, default=400, show_default=True,
+                     help="NIC line rate for --fabric auto (200, 400, 800)."),
+        click.option("--oversubscription", type=float, default=1.0, show_default=True,
+                     help="Leaf down:up bandwidth for --fabric auto."),
         click.option("--tokens", type=float, default=15e12, show_default=True,
                      help="Training tokens."),
         click.option("--days", type=float, default=60.0, show_default=True,
                      help="Target days to train."),
+        click.option("--gpu-budget", type=int, default=None,
+                     help="Size the cluster to this many GPUs instead of the days target."),
         click.option("--seq-len", type=int, default=4096, show_default=True),
         click.option("--global-batch", type=int, default=16384, show_default=True,
-                     help="Sequences per step."),
-        click.option("--simulate-top", type=int, default=3, show_default=True,
-                     help="EP groups of the best candidates to simulate."),
+                     help="Sequences per step (each layout takes the nearest divisible)."),
+        click.option("--simulate-min", type=int, default=16, show_default=True,
+                     help="Candidates simulated at least (best by estimate)."),
+        click.option("--simulate-max", type=int, default=48, show_default=True,
+                     help="Candidates simulated at most."),
+        click.option("--routing-draws", type=int, default=1, show_default=True,
+                     help="Distinct router draws in fast mode (0: every MoE layer)."),
+        click.option("--prices", type=click.Path(dir_okay=False), default=None,
+                     help="YAML file overriding the bill of materials' price table."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
 
 
+SPEC_KEYS = ("model", "gpus", "gpu", "fabric", "nic_gbit", "oversubscription", "tokens", "days",
+             "gpu_budget", "seq_len", "global_batch", "simulate_min", "simulate_max",
+             "routing_draws", "prices")
+
+
 def _spec(**kw: Any) -> Any:
     from moesim.plan.spec import DesignSpec
 
-    return DesignSpec(model=kw["model"], gpus=kw["gpus"], gpu=kw["gpu"], fabric=kw["fabric"],
-                      tokens=kw["tokens"], days=kw["days"], seq_len=kw["seq_len"],
-                      global_batch=kw["global_batch"], simulate_top=kw["simulate_top"])
+    return DesignSpec(**{k: kw[k] for k in SPEC_KEYS})
+
+
+def _write_outputs(out: str, rec: dict[str, Any], markdown: str) -> list[Path]:
+    """The Markdown at ``out``, the JSON record and the breakdown PNG beside it."""
+    from moesim.plots.design import draw_design
+
+    md = Path(out)
+    md.write_text(markdown)
+    js = md.with_suffix(".json")
+    js.write_text(json.dumps(rec, indent=2) + "\n")
+    png = draw_design(rec, md.with_suffix(".png"))
+    return [md, js, png]
 
 
 @click.command()
 @_spec_options
+@click.option("-j", "--jobs", type=int, default=2, show_default=True,
+              help="Local worker processes for the simulated candidates.")
+@click.option("--dask", "dask_address", default=None,
+              help="Run the simulated candidates on a Dask scheduler at this address.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Write the Markdown report here (default: print it).")
+              help="Write the Markdown report here, the JSON record and the breakdown "
+                   "figure (PNG) beside it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON record instead.")
 @quiet_option
 @_one_line
-def design(out: str | None, as_json: bool, quiet: bool, **kw: Any) -> None:
-    """Size a training cluster, choose and map its parallel layout (defaults: 1T MoE on
-    4096 H200)."""
+def design(out: str | None, as_json: bool, jobs: int, dask_address: str | None, quiet: bool,
+           **kw: Any) -> None:
+    """Size a training cluster, choose and map its parallel layout by simulated steps
+    (defaults: 1T MoE, 15T tokens in 60 days on H200). Progress on stderr (a terminal)."""
     from moesim.plan.design import design as run_design
-    from moesim.plan.report import to_markdown, to_record
+    from moesim.plan.record import to_record
+    from moesim.plan.report import to_markdown
 
-    with Ticker("design", quiet):
-        res = run_design(_spec(**kw))
-    text = json.dumps(to_record(res), indent=2) if as_json else to_markdown(res)
+    spec = _spec(**kw)
+    with Ticker("design", quiet) as bar:
+        res = run_design(spec, jobs=jobs, dask=dask_address, say=bar.stage)
+    rec = to_record(res)
+    markdown = to_markdown(rec)
     if out:
-        Path(out).write_text(text + "\n")
-        click.echo(f"wrote {out}")
+        for path in _write_outputs(out, rec, markdown):
+            click.echo(f"wrote {path}")
     else:
-        click.echo(text)
+        click.echo(json.dumps(rec, indent=2) if as_json else markdown)
 
 
 @click.group()
@@ -101,7 +140,7 @@ def accounting(model: str, seq_len: int) -> None:
     from dataclasses import asdict
 
     from moesim.model import flops_per_token, param_counts
-    from moesim.plan.design import load_model
+    from moesim.plan.prepare import load_model
 
     cfg = load_model(model)
     c = param_counts(cfg)
@@ -133,7 +172,7 @@ def memory(model: str, gpu: str, seq_len: int, global_batch: int, **degrees: int
     from moesim.hardware import get_gpu
     from moesim.parallel.layout import ParallelLayout
     from moesim.plan.candidates import check_layout
-    from moesim.plan.design import load_model
+    from moesim.plan.prepare import load_model
     from moesim.plan.spec import DesignSpec
 
     layout = ParallelLayout(**degrees)
@@ -156,10 +195,15 @@ def memory(model: str, gpu: str, seq_len: int, global_batch: int, **degrees: int
 @quiet_option
 @_one_line
 def layouts(quiet: bool, **kw: Any) -> None:
-    """Rank the layouts for a GPU count on a fabric (estimate, then simulated MoE)."""
-    from moesim.plan.design import design as run_design
-    from moesim.plan.report import _candidates_table
+    """Rank the layouts of a GPU count by estimate (no simulation): what design prunes."""
+    from moesim.hardware import get_gpu
+    from moesim.plan.prepare import load_model, prepare
 
-    with Ticker("plan layouts", quiet):
-        res = run_design(_spec(**kw))
-    click.echo("\n".join(_candidates_table(res)))
+    spec = _spec(**kw)
+    if spec.gpus is None:
+        raise click.UsageError("plan layouts needs --gpus")
+    prep = prepare(spec, load_model(spec.model), get_gpu(spec.gpu), spec.gpus)
+    click.echo(f"{len(prep.ranked)} of {len(prep.candidates)} layouts fit; by estimate:")
+    for r in prep.ranked[:20]:
+        click.echo(f"  {r.cand.name:40s} {r.cand.recompute:9s} gbs {r.cand.global_batch:6d} "
+                   f"est {r.est.step_time_s:7.2f} s")

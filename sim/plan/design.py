@@ -23,6 +23,7 @@ from moesim.plan.bom import BillOfMaterials, bill_of_materials
 from moesim.plan.candidates import Candidate
 from moesim.plan.cluster import fabric_label
 from moesim.plan.prepare import Prepared, Ranked, load_model, no_fit, prepare
+from moesim.plan.prices import Prices, load_prices
 from moesim.plan.simulate import SimTask, simulate_all, step_spec
 from moesim.plan.sizing import Sizing, size_cluster
 from moesim.plan.spec import DesignSpec
@@ -46,6 +47,7 @@ class DesignResult:
     placements: list[GroupPlacement]
     bom: BillOfMaterials
     sizing: Sizing | None = None  # when the count was searched
+    prices: Prices = field(default_factory=Prices)
     timings_s: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -100,6 +102,7 @@ def design(spec: DesignSpec, jobs: int = 1, dask: str | None = None,
     clock = time.perf_counter()
     timings: dict[str, float] = {}
     model, gpu = load_model(spec.model), get_gpu(spec.gpu)
+    prices = load_prices(spec.prices)
     sizing = None
     if spec.gpus is None:
         say("sizing the cluster (estimates over GPU counts)")
@@ -115,9 +118,9 @@ def design(spec: DesignSpec, jobs: int = 1, dask: str | None = None,
     ranked = simulate_ranked(spec, model, prep, jobs, dask, say)
     timings["simulate_candidates"] = time.perf_counter() - clock - sum(timings.values())
     chosen = ranked[0]
-    bom = bill_of_materials(prep.view.graph, gpus, gpu, model)
+    bom = bill_of_materials(prep.view.graph, gpus, gpu, model, prices)
     timings["total"] = time.perf_counter() - clock
     say(f"done in {timings['total']:.1f} s")
     return DesignResult(spec, model, param_counts(model), gpu, gpus, prep.fabric,
                         prep.view.domain_size, prep.candidates, ranked, chosen,
-                        prep.view.place_all(chosen.cand.layout), bom, sizing, timings)
+                        prep.view.place_all(chosen.cand.layout), bom, sizing, prices, timings)

@@ -44,6 +44,7 @@ class DesignSpec:
     simulate_min: int = 16
     simulate_max: int = 48
     routing_draws: int = 1
+    prices: str | None = None  # YAML file over moesim.plan.prices' table
     checkpoint_interval_s: float = 0.0  # 0 = use the Young/Daly optimum
     seed: int = 1
 
