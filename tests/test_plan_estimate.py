@@ -1,28 +1,30 @@
-"""Design tool pieces by hand: all-to-all estimate, composition, BOM, fabric trimming."""
+"""Design tool pieces by hand: all-to-all and DP estimates, bill of materials, prices."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from moesim import topologies
+from moesim.errors import ConfigError
 from moesim.hardware import get_gpu
 from moesim.model import get_model, param_counts
 from moesim.parallel.layout import ParallelLayout
 from moesim.parallel.placement import place
 from moesim.plan.bom import bill_of_materials
 from moesim.plan.candidates import check_layout
-from moesim.plan.estimate import estimate
-from moesim.plan.evaluate import EpSim, composed_step_s, ep_scenario, sim_fabric_params, simulate_ep
+from moesim.plan.estimate import _dp_and_optimizer_s, distinct_ranks, estimate
 from moesim.plan.fabric_view import FabricView
+from moesim.plan.prices import load_prices
 from moesim.plan.spec import DesignSpec
 
 
 def test_a2a_estimate_by_hand() -> None:
     """Mixtral tp1 pp2 ep8 dp32 on 8 x HGX H800: EP8 inside NVLink (200 GB/s x 0.8)."""
     spec = DesignSpec(model="mixtral-8x7b", gpus=64, gpu="H800", fabric="rail-h800-64",
-                      global_batch=512)
+                      global_batch=512)  # one expert per EP rank: top-2 = 2 distinct ranks
     model, gpu = get_model("mixtral-8x7b"), get_gpu("H800")
     cand = check_layout(spec, model, gpu, ParallelLayout(pp=2, ep=8, dp=32))
     assert cand.fits and cand.num_microbatches == 16
@@ -35,14 +37,23 @@ def test_a2a_estimate_by_hand() -> None:
     assert est.moe_layers == 16 and est.tokens_per_rank == 4096
 
 
-def test_composed_step_by_hand() -> None:
-    sim = EpSim(ep=8, tokens_per_rank=1, a2a_s=0.005, experts_s=0.010, experts_fwd_s=0.004,
-                expert_ratio=1.0, rank_ratio=1.0, fabric_gpus=8, wall_s=0.0)
-    # (0.015 - 0.010) s x 4 layers per micro-batch, over 8 micro-batches + 3 bubble slots
-    assert composed_step_s(10.0, 0.010, 4, 8, 4, 1, sim) == pytest.approx(10.22)
-    assert composed_step_s(10.0, 0.010, 4, 8, 4, 3, sim) == pytest.approx(10.0 + 0.02 * 9)
-    full = composed_step_s(10.0, 0.010, 4, 8, 4, 1, sim, full_recompute=True)
-    assert full == pytest.approx(10.0 + 0.009 * 4 * 11)
+def test_distinct_ranks_by_hand() -> None:
+    """Expected EP ranks a token reaches: one expert per rank = top_k; all on one rank = 1."""
+    assert distinct_ranks(8, 2, 8) == pytest.approx(2.0)
+    assert distinct_ranks(8, 2, 1) == 1.0
+    # 4 experts over 2 ranks, top 2: P(both on one rank) = 2 x C(2,2) / C(4,2) = 1/3
+    assert distinct_ranks(4, 2, 2) == pytest.approx(2 * (1 - 1 / 6))
+    assert distinct_ranks(4, 2, 2) == pytest.approx(1 / 3 * 1 + 2 / 3 * 2)
+
+
+def test_dp_rings_counted_once_in_fp32_and_bf16() -> None:
+    """Reduce-scatter (FP32 grads) and all-gather (BF16 params): one ring each per step."""
+    spec = DesignSpec(model="mixtral-8x7b", gpus=64, gpu="H800", global_batch=512)
+    model, gpu = get_model("mixtral-8x7b"), get_gpu("H800")
+    cand = check_layout(spec, model, gpu, ParallelLayout(pp=2, ep=8, dp=32))
+    view = FabricView(topologies.load_preset("rail-h800-64"), "H800")
+    rs_s, ag_s, _ = _dp_and_optimizer_s(model, gpu, cand, view)
+    assert rs_s == pytest.approx(2 * ag_s)  # 4 B against 2 B per parameter, same rings
 
 
 def test_bill_of_materials_by_hand() -> None:
@@ -54,28 +65,35 @@ def test_bill_of_materials_by_hand() -> None:
     assert bom.checkpoint_interval_min == pytest.approx(
         math.sqrt(2 * 300 * 86400 / failures) / 60)
     assert bom.checkpoint_bytes == param_counts(model).total * 14
-    assert bom.power_mw == pytest.approx(64 * 700 * 10200 / 5600 * 1.2 / 1e6)
+    network_kw = (9 * 1700 + bom.optics * 9) / 1e3  # 8 leaves + 1 spine; optics at 9 W
+    assert bom.network_power_kw == pytest.approx(network_kw)
+    assert bom.power_mw == pytest.approx((64 * 700 * 10200 / 5600 + network_kw * 1e3) * 1.2 / 1e6)
+    cables = bom.cables
+    assert bom.optics == 2 * cables["nic"] + 2 * cables["leaf_spine"]
+    assert bom.cost_usd["hosts"] == 8 * 250_000
+    assert bom.cost_usd["total"] == pytest.approx(sum(v for k, v in bom.cost_usd.items()
+                                                      if k != "total"))
     assert (bom.hosts, bom.nics) == (8, 64)
     assert bom.spare_hosts >= 1
+    mtbf_s = 86400 / failures
+    interval_s = math.sqrt(2 * 300 * mtbf_s)
+    assert bom.goodput == pytest.approx(1 - 300 / interval_s - (interval_s / 2 + 900) / mtbf_s)
 
 
-def test_sim_fabric_trimmed_to_the_sus_of_the_group() -> None:
-    assert sim_fabric_params("rail-h200-4096", 64) == (("hosts", 32),)
-    assert sim_fabric_params("rail-h200-4096", 300) == (("hosts", 64),)
-    assert sim_fabric_params("rail-h200-4096", 4096) == ()
-    assert sim_fabric_params("hgx-h100", 8) == ()
+def test_prices_override(tmp_path: Path) -> None:
+    path = tmp_path / "prices.yaml"
+    path.write_text("host_usd: {H800: 100000}\nswitch_usd: 1000\n")
+    prices = load_prices(path)
+    assert prices.host("H800") == 100000 and prices.host("H200") == 300000
+    bom = bill_of_materials(topologies.load_preset("rail-h800-64"), 64, get_gpu("H800"),
+                            get_model("mixtral-8x7b"), prices)
+    assert bom.cost_usd["hosts"] == 8 * 100000 and bom.prices_source == str(path)
+    path.write_text("gpu_usd: 1\n")
+    with pytest.raises(ConfigError, match=r"prices\.gpu_usd"):
+        load_prices(path)
 
 
 def test_fabric_view_matches_place() -> None:
     graph = topologies.load_preset("rail-h800-64")
     layout = ParallelLayout(tp=2, pp=2, ep=16, dp=16)
     assert FabricView(graph, "H800").place_all(layout) == place(layout, graph)
-
-
-def test_ep_across_nodes_costs_more_all_to_all() -> None:
-    """EP inside vs across the NVLink domain, same tokens per rank, on the engine."""
-    model = get_model("deepseek-v3")
-    runs = {ep: simulate_ep(ep_scenario(model, "H800", "rail-h800-64", ep=ep, etp=1,
-                                        tokens_per_rank=1024, seq_len=4096))
-            for ep in (8, 32)}
-    assert runs[32].a2a_s > 3 * runs[8].a2a_s

@@ -63,6 +63,10 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Candidates simulated at most."),
         click.option("--routing-draws", type=int, default=1, show_default=True,
                      help="Distinct router draws in fast mode (0: every MoE layer)."),
+        click.option("--max-tp", type=int, default=8, show_default=True,
+                     help="Search tensor parallelism up to this degree."),
+        click.option("--max-cp", type=int, default=2, show_default=True,
+                     help="Search context parallelism up to this degree."),
         click.option("--prices", type=click.Path(dir_okay=False), default=None,
                      help="YAML file overriding the bill of materials' price table."),
     ]
@@ -73,7 +77,7 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 SPEC_KEYS = ("model", "gpus", "gpu", "fabric", "nic_gbit", "oversubscription", "tokens", "days",
              "gpu_budget", "seq_len", "global_batch", "simulate_min", "simulate_max",
-             "routing_draws", "prices")
+             "routing_draws", "max_tp", "max_cp", "prices")
 
 
 def _spec(**kw: Any) -> Any:

@@ -3,8 +3,9 @@
 Search space (kept small so it runs in well under a second):
 
 * ``tp`` in {1, 2, 4, 8} up to the fabric's NVLink domain (TP all-gathers and
-  reduce-scatters every layer: it stays inside NVLink, as every Megatron recipe keeps it);
-* ``cp`` in {1, 2}; ``pp`` in powers of two up to 32 (and <= layers);
+  reduce-scatters every layer: it stays inside NVLink, as every Megatron recipe keeps it)
+  and ``DesignSpec.max_tp``;
+* ``cp`` in {1, 2} up to ``DesignSpec.max_cp``; ``pp`` in powers of two up to 32 (and <= layers);
 * ``vpp`` in {1, 2, 4}, only where pp*vpp divides the layer count (Megatron's
   ``--num-layers-per-virtual-pipeline-stage``);
 * ``ep`` in the divisors of the routed-expert count up to 128; ``etp`` = 1 (Megatron's MoE
@@ -68,10 +69,11 @@ def ep_choices(model: ModelConfig) -> list[int]:
     return [d for d in range(1, min(experts, EP_MAX) + 1) if experts % d == 0]
 
 
-def _degrees(gpus: int, model: ModelConfig, domain: int) -> list[dict[str, int]]:
+def _degrees(spec: DesignSpec, gpus: int, model: ModelConfig, domain: int
+             ) -> list[dict[str, int]]:
     out = []
-    for tp in (t for t in TP_CHOICES if t <= domain):
-        for cp in CP_CHOICES:
+    for tp in (t for t in TP_CHOICES if t <= min(domain, spec.max_tp)):
+        for cp in (c for c in CP_CHOICES if c <= spec.max_cp):
             for pp in (p for p in PP_CHOICES if p <= model.num_layers):
                 if gpus % (tp * cp * pp):
                     continue
@@ -125,7 +127,7 @@ def enumerate_candidates(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
                          domain: int, gpus: int) -> list[Candidate]:
     """Every layout of the search space for ``gpus`` GPUs, fitting or rejected."""
     out = []
-    for degrees in _degrees(gpus, model, domain):
+    for degrees in _degrees(spec, gpus, model, domain):
         try:
             layout = ParallelLayout(**degrees)
         except ConfigError as exc:

@@ -12,20 +12,18 @@ with its parameters overridden) for exactly ``gpus / 8`` hosts:
   400 Gb/s; Spectrum-X SN5600: 64 x 800 Gb/s Ethernet; Quantum QM8700: 40 x 200 Gb/s is
   approximated by the same 64-port radix, an assumption).
 
-A preset name takes the preset as it is (the count must fit in it); a YAML file holds a
-``fabric:`` mapping as step scenarios write it (``preset``, ``params``, ``multipath``, ...).
-Both are what ``moesim step`` reads, so the chosen design re-runs there unchanged.
+A preset name, or a topology YAML file in the presets' format (``builder`` + ``params``,
+:mod:`moesim.topologies.registry`), is taken as it is (the count must fit in it). All three
+are what a step scenario's ``fabric.preset`` reads, so the chosen design re-runs there.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from moesim import topologies
 from moesim.errors import ConfigError
-from moesim.scenario.load import fabric_from_dict, read_yaml_file
-from moesim.scenario.schema import FabricSpec
+from moesim.fabric.spec import FabricSpec
 
 AUTO = "auto"
 RAIL_PRESET = "rail-h200-4096"  # builder rail_fat_tree; every sizing parameter is overridden
@@ -91,14 +89,10 @@ def fabric_spec(fabric: str, gpus: int, gpu: str, nic_gbit: int = 400,
     """``auto``, a preset name or a YAML file of a ``fabric:`` mapping -> a FabricSpec."""
     if fabric == AUTO:
         return rail_fabric(gpus, gpu, nic_gbit, oversubscription)
-    if fabric.endswith((".yaml", ".yml")) or Path(fabric).is_file():
-        data = read_yaml_file(fabric, "fabric")
-        if isinstance(data, dict) and "fabric" in data:
-            data = data["fabric"]
-        return fabric_from_dict(data)
-    if fabric not in topologies.registry.preset_names():
-        raise ConfigError("fabric", f"unknown {fabric!r}; allowed: auto, a YAML file, or one "
-                          f"of {', '.join(topologies.registry.preset_names())}")
+    try:
+        topologies.registry.read_preset(fabric)  # a shipped name or a YAML file
+    except topologies.TopologyError as exc:
+        raise ConfigError("fabric", f"{exc.problem}; or use --fabric auto") from exc
     return FabricSpec(preset=fabric, multipath=MULTIPATH, batch_window_rel=BATCH_WINDOW_REL)
 
 

@@ -16,18 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from moesim.errors import ConfigError
+from moesim.fabric.spec import FabricSpec
 from moesim.hardware import GpuSpec, get_gpu
 from moesim.model import ModelConfig, ParamCounts, param_counts
 from moesim.parallel.placement import GroupPlacement
 from moesim.plan.bom import BillOfMaterials, bill_of_materials
 from moesim.plan.candidates import Candidate
-from moesim.plan.cluster import fabric_label
+from moesim.plan.cluster import AUTO, check_gpus, fabric_label
 from moesim.plan.prepare import Prepared, Ranked, load_model, no_fit, prepare
 from moesim.plan.prices import Prices, load_prices
 from moesim.plan.simulate import SimTask, simulate_all, step_spec
 from moesim.plan.sizing import Sizing, size_cluster
 from moesim.plan.spec import DesignSpec
-from moesim.scenario.schema import FabricSpec
 
 Say = Callable[[str], None]
 
@@ -48,6 +48,8 @@ class DesignResult:
     bom: BillOfMaterials
     sizing: Sizing | None = None  # when the count was searched
     prices: Prices = field(default_factory=Prices)
+    asked_gpus: int = 0  # GPUs of the fabric (more than ``gpus`` when no layout fit them all)
+    why_fewer: str = ""
     timings_s: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -110,6 +112,8 @@ def design(spec: DesignSpec, jobs: int = 1, dask: str | None = None,
         gpus, prep = sizing.gpus, sizing.prepared
     else:
         gpus = spec.gpus
+        if spec.fabric == AUTO:
+            check_gpus(gpus)
         say(f"building the fabric and estimating layouts for {gpus} GPUs")
         prep = prepare(spec, model, gpu, gpus)
     if not prep.ranked:
@@ -118,9 +122,11 @@ def design(spec: DesignSpec, jobs: int = 1, dask: str | None = None,
     ranked = simulate_ranked(spec, model, prep, jobs, dask, say)
     timings["simulate_candidates"] = time.perf_counter() - clock - sum(timings.values())
     chosen = ranked[0]
-    bom = bill_of_materials(prep.view.graph, gpus, gpu, model, prices)
+    bom = bill_of_materials(prep.view.graph, prep.asked_gpus or gpus, gpu, model, prices)
     timings["total"] = time.perf_counter() - clock
     say(f"done in {timings['total']:.1f} s")
-    return DesignResult(spec, model, param_counts(model), gpu, gpus, prep.fabric,
+    return DesignResult(spec, model, param_counts(model), gpu, prep.gpus, prep.fabric,
                         prep.view.domain_size, prep.candidates, ranked, chosen,
-                        prep.view.place_all(chosen.cand.layout), bom, sizing, prices, timings)
+                        prep.view.place_all(chosen.cand.layout), bom, sizing=sizing,
+                        prices=prices, asked_gpus=prep.asked_gpus or gpus,
+                        why_fewer=prep.why_fewer, timings_s=timings)

@@ -12,8 +12,9 @@ best candidates, see :mod:`moesim.plan.evaluate`):
   grouped GEMMs including their weight reads) under a balanced router: each local expert
   receives ``tokens/(tp*cp) * top_k * ep / experts`` rows.
 * MoE all-to-all per layer and micro-batch: four of them (dispatch and combine, forward
-  and backward), each rank sending ``tokens * top_k * (1 - 1/ep)`` token copies (no
-  de-duplication: an upper bound) at FP8 (dispatch) or BF16 (the others), over the
+  and backward), each rank sending a token once per distinct destination rank, as the
+  step's de-duplicating dispatcher does (:func:`distinct_ranks`, uniform router), off-rank
+  share ``(1 - 1/ep)`` at FP8 (dispatch) or BF16 (the others), over the
   achievable bandwidth of the slowest link class the EP group crosses
   (:meth:`FabricView.effective_bw_GBps`). Not overlapped with compute.
 * TP with sequence parallelism: per layer and direction, an all-gather and a
@@ -28,15 +29,18 @@ best candidates, see :mod:`moesim.plan.evaluate`):
   distributed-optimizer gradient reduce-scatter in FP32 (Megatron reduces the fp32
   ``main_grad``, :data:`moesim.step.spec.GRAD_REDUCE_BYTES`), then the BF16 parameter
   all-gather; each ring moves ``(n-1)/n * bytes`` per rank once (RS and AG are one ring
-  each, not two), dense parameters over the DP x CP group and experts over EDP. The
-  reduce-scatter overlaps the backward (``--overlap-grad-reduce``): :data:`DP_EXPOSED` of
-  it is exposed (assumption); the all-gather runs after the optimizer, exposed, as the
-  simulator has it.
+  each, not two), dense parameters over the DP x CP group and experts over EDP. A layer's
+  reduce-scatter starts after its last backward (``--overlap-grad-reduce``), so the rings
+  overlap the rest of the last micro-batch's backward on the stage (:data:`BWD_SHARE` of a
+  micro-batch's time): what exceeds that window is exposed, and at least the last layer's
+  share always is. The all-gather runs after the optimizer, exposed, as the simulator has
+  it.
 * Optimizer step: memory-bound over the GPU's shard (~30 B per sharded parameter).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +54,7 @@ from moesim.plan.spec import DesignSpec
 from moesim.step.spec import GRAD_REDUCE_BYTES
 from moesim.workload.costs import LayerShape, experts_s, token_bytes
 
-DP_EXPOSED = 0.5  # assumption: half the DP/EDP collectives outlast the overlap window
+BWD_SHARE = 2.0 / 3.0  # backward = 2 of the 3 forward-equivalents of a micro-batch's GEMMs
 CP_EXPOSED = 0.5  # assumption: ring-attention K/V passes half hidden behind attention
 OPTIMIZER_BYTES_PER_PARAM = 30.0  # read grad 4, read+write master/m/v 24, write bf16 2
 BF16 = 2
@@ -130,7 +134,9 @@ def estimate(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate
         pp_s = 2 * lay.vpp * t_r * h * BF16 / (view.effective_bw_GBps(lay, "pp") * 1e9)
     t_mb = dense_s + moe_layer[0] * n_moe + tp_s + cp_s + pp_s
     bubble_s = t_mb * (lay.pp - 1) / lay.vpp
-    dp_s, opt_s = _dp_and_optimizer_s(model, gpu, cand, view)
+    rs_s, ag_s, opt_s = _dp_and_optimizer_s(model, gpu, cand, view)
+    window_s = BWD_SHARE * t_mb
+    dp_s = max(rs_s - window_s, rs_s / max(1, n_moe + n_dense)) + ag_s
     return Estimate(
         dense_compute_s=dense_s * m, moe_s=moe_layer[0] * n_moe * m,
         a2a_s=moe_layer[1] * n_moe * m, tp_s=tp_s * m, cp_s=cp_s * m, pp_s=pp_s * m,
@@ -164,27 +170,40 @@ def _moe_layer(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candida
     compute = fwd + experts_s(shape, gpu, load, 1.0, True)
     if cand.recompute == "full":
         compute += fwd
-    copies = t_r * model.top_k * (1 - 1 / lay.ep)
+    copies = t_r * distinct_ranks(model.n_routed_experts, model.top_k, lay.ep) * (
+        1 - 1 / lay.ep)
     wire = token_bytes(h, "fp8") + 3 * token_bytes(h, "bf16")
     a2a = copies * wire / (view.effective_bw_GBps(lay, "ep") * 1e9) if lay.ep > 1 else 0.0
     return compute + a2a, a2a
 
 
+def distinct_ranks(experts: int, top_k: int, ep: int) -> float:
+    """Expected EP ranks a token reaches (its copies after per-rank de-duplication) when its
+    ``top_k`` experts are ``top_k`` distinct ones drawn uniformly from ``experts`` spread
+    evenly over ``ep`` ranks: ``ep * (1 - C(E - E/ep, k) / C(E, k))``."""
+    if ep <= 1:
+        return 1.0
+    miss = math.comb(experts - experts // ep, top_k) / math.comb(experts, top_k)
+    return ep * (1.0 - miss)
+
+
 def _dp_and_optimizer_s(model: ModelConfig, gpu: GpuSpec, cand: Candidate,
-                        view: FabricView) -> tuple[float, float]:
+                        view: FabricView) -> tuple[float, float, float]:
+    """(gradient reduce-scatters, parameter all-gathers, optimizer) of the worst stage."""
     lay = cand.layout
     stages = stage_params(model, lay)
     dense = max(d for d, _ in stages) / lay.tp
     expert = max(e for _, e in stages) / (lay.ep * lay.etp)
-    dp_s = 0.0
+    rs_s = ag_s = 0.0
     for kind, n, params in (("dp", lay.dp * lay.cp, dense), ("edp", lay.edp, expert)):
         if n > 1 and params:
             bw = view.effective_bw_GBps(lay, kind if getattr(lay, kind) > 1 else "cp")
             ring_s = (n - 1) / n * params / (bw * 1e9)
-            dp_s += ring_s * (GRAD_REDUCE_BYTES["fp32"] * DP_EXPOSED + BF16)
+            rs_s += ring_s * GRAD_REDUCE_BYTES["fp32"]
+            ag_s += ring_s * BF16
     shard = dense / (lay.dp * lay.cp) + expert / lay.edp
     opt_s = shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_GBps * 1e9 * 0.84)
-    return dp_s, opt_s
+    return rs_s, ag_s, opt_s
 
 
 def mfu(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate,

@@ -111,8 +111,9 @@ def to_record(res: DesignResult) -> dict[str, Any]:
         "model": res.model.name, "total_params": res.counts.total,
         "active_params": res.counts.active, "gpu": res.gpu.name,
         "chosen_gpus": res.gpus, "gpus": res.gpus,
-        "sizing": res.sizing.to_dict() if res.sizing else {"gpus": res.gpus,
-                                                           "reason": "pinned by --gpus"},
+        "fabric_gpus": res.asked_gpus,
+        "sizing": res.sizing.to_dict() if res.sizing else {
+            "gpus": res.gpus, "reason": res.why_fewer or "pinned by --gpus"},
         "fabric": {"name": res.fabric_name, "preset": res.fabric.preset,
                    "params": dict(res.fabric.params)},
         "goal": {"tokens": spec.tokens, "days": spec.days, "gpu_budget": spec.gpu_budget},
@@ -143,7 +144,7 @@ def to_record(res: DesignResult) -> dict[str, Any]:
         "megatron_args": megatron_args(res.model, ch.cand, spec.seq_len, spec.micro_batch_size,
                                        spec.precision),
         "megatron_commit": MEGATRON_COMMIT,
-        "step_scenario": step_scenario(spec, ch.cand, res.fabric),
+        "step_scenario": step_scenario(spec, res.model, ch.cand, res.fabric),
         "timings_s": res.timings_s,
     }
 

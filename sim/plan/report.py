@@ -3,6 +3,7 @@ so the report, the JSON and the HTML/figures cannot disagree."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 BREAKDOWN_LABELS = {"compute": "compute", "a2a_exposed": "exposed all-to-all",
@@ -117,7 +118,7 @@ def _megatron(rec: dict[str, Any]) -> list[str]:
         if tok.startswith("--") and len(line) > 70:
             lines.append(line + " \\")
             line = ""
-        line = f"{line} {tok}".strip()
+        line = f"{line} {shlex.quote(tok)}".strip()
     lines.append(line)
     return ["## Megatron-LM arguments", "",
             f"(flag names checked against Megatron-LM {rec['megatron_commit'][:7]}; data, "

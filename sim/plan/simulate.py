@@ -2,7 +2,8 @@
 
 Each candidate becomes the :class:`moesim.step.spec.StepSpec` that ``moesim step`` would run
 for it (:func:`step_spec`; :func:`step_scenario` writes it as a step scenario file), and
-:func:`moesim.step.fast.run_fast_step` simulates it. The workers are the sweeps' executors
+:func:`moesim.step.run.run_step` simulates it in fast mode
+(:class:`moesim.step.mode.Fast`). The workers are the sweeps' executors
 (:func:`moesim.sweep.execute.open_executor`: inline for ``-j 1``, a local process pool, or a
 Dask cluster with ``--dask ADDRESS``).
 
@@ -14,13 +15,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from moesim.model import ModelConfig
+from moesim.fabric.spec import FabricSpec
+from moesim.model import MODELS, ModelConfig
 from moesim.plan.candidates import Candidate
 from moesim.plan.spec import DesignSpec
-from moesim.scenario.schema import FabricSpec
 from moesim.step.spec import StepSpec
 from moesim.sweep.execute import open_executor, run_unordered
 
@@ -35,12 +36,19 @@ def step_spec(spec: DesignSpec, model: ModelConfig, cand: Candidate,
                     seed=spec.seed)
 
 
-def step_scenario(spec: DesignSpec, cand: Candidate, fabric: FabricSpec,
+def _model_value(spec: DesignSpec, model: ModelConfig) -> str | dict[str, Any]:
+    """The preset name, or (a config.json model) its fields as a step scenario writes them."""
+    if spec.model in MODELS:
+        return spec.model
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model).items()}
+
+
+def step_scenario(spec: DesignSpec, model: ModelConfig, cand: Candidate, fabric: FabricSpec,
                   name: str = "design") -> dict[str, Any]:
     """``cand`` as a step scenario mapping (``moesim step FILE --mode fast`` reads it)."""
     lay = cand.layout
     return {
-        "name": name, "model": spec.model, "gpu": spec.gpu,
+        "name": name, "model": _model_value(spec, model), "gpu": spec.gpu,
         "fabric": {"preset": fabric.preset, "params": dict(fabric.params),
                    "multipath": fabric.multipath, "batch_window_rel": fabric.batch_window_rel},
         "layout": {k: getattr(lay, k) for k in ("tp", "pp", "vpp", "ep", "etp", "cp", "dp")},
@@ -62,11 +70,12 @@ class SimTask:
 
 def simulate_task(task: SimTask) -> dict[str, Any]:
     """Worker: the fast-mode step record of ``task`` (an error becomes the record)."""
-    from moesim.step.fast import run_fast_step
+    from moesim.step.mode import Fast
+    from moesim.step.run import run_step
 
     start = time.perf_counter()
     try:
-        res = run_fast_step(task.step, task.routing_draws or None)
+        res = run_step(task.step, Fast(routing_draws=task.routing_draws or None))
     except Exception as exc:  # a candidate the simulator refuses is reported, not fatal
         return {"index": task.index, "error": f"{type(exc).__name__}: {exc}",
                 "wall_s": time.perf_counter() - start}

@@ -44,13 +44,15 @@ class DesignSpec:
     simulate_min: int = 16
     simulate_max: int = 48
     routing_draws: int = 1
+    max_tp: int = 8  # search tp (and cp) only up to these: a team's own constraint
+    max_cp: int = 2
     prices: str | None = None  # YAML file over moesim.plan.prices' table
     checkpoint_interval_s: float = 0.0  # 0 = use the Young/Daly optimum
     seed: int = 1
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "global_batch", "micro_batch_size", "simulate_min",
-                     "simulate_max"):
+                     "simulate_max", "max_tp", "max_cp"):
             _positive_int(name, getattr(self, name))
         for name in ("gpus", "gpu_budget"):
             if getattr(self, name) is not None:
