@@ -40,7 +40,6 @@ PLOTS_IMPORTERS = ("cli",)
 """The only packages that may import ``moesim.plots``, and only inside functions."""
 
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    ("moesim.plan.report", "moesim.validate.step"): "design: read moesim.results.band",
     ("moesim.plots.gallery", "moesim.runner.group"): "house: the gallery becomes a script",
     ("moesim.plots.gallery", "moesim.runner.run"): "house",
     ("moesim.plots.gallery", "moesim.scenario"): "house",
