@@ -30,7 +30,7 @@ FLOORS: dict[int, tuple[str, ...]] = {
     2: ("workload",),  # MoE layer ops and their costs
     3: ("scenario",),  # model + hardware + fabric + layout + router + schedule
     4: ("step", "runner"),  # scenario -> simulation -> result
-    5: ("plan", "sweep"),  # design search (simulates its candidates); batch runs
+    5: ("plan", "sweep", "export"),  # design search; batch runs; step traces for other tools
     6: ("validate",),  # checks the model against published runs: above what it checks
     7: ("cli", "moesim"),  # the command line and the Python API (moesim/__init__)
 }

@@ -22,11 +22,19 @@ from moesim.cli.progress import Bar, quiet_option
 @click.option("--json", "as_json", is_flag=True, help="Print the step record as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON record here.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write a Chrome/Perfetto trace of the whole step (JSON) here.")
+@click.option("--chakra", "chakra_dir", type=click.Path(file_okay=False), default=None,
+              help="Also write Chakra execution traces, one <scenario>.<rank>.et per simulated "
+                   "rank, into this directory (needs moesim[chakra]).")
 @quiet_option
 def step(scenario: str, mode: str | None, microbatches: int | None, seed: int | None,
-         as_json: bool, out: str | None, quiet: bool) -> None:
+         as_json: bool, out: str | None, quiet: bool, trace_path: str | None,
+         chakra_dir: str | None) -> None:
     """Simulate SCENARIO (a name from scenarios/steps or a YAML path): step time, MFU,
     breakdown (compute, exposed all-to-all / TP / DP, bubble, optimizer) and critical path."""
+    from moesim.export.cli import write_exports
+    from moesim.export.record import run_recorded
     from moesim.results.step_summary import step_text
     from moesim.scenarios import resolve
     from moesim.step.loop import watching
@@ -41,9 +49,14 @@ def step(scenario: str, mode: str | None, microbatches: int | None, seed: int | 
         spec = replace(spec, seed=seed)
     scn = replace(scn, spec=spec, mode=mode or scn.mode)
     bar = Bar(f"step {scn.name} ({scn.mode})", "backward pass", quiet)
-    with bar, watching(bar if bar.enabled else None):
-        res = run_step(spec, mode=scn.mode)
+    with bar, watching(bar if bar.enabled else None, bin_links=bool(trace_path)):
+        if trace_path or chakra_dir:
+            res, spans = run_recorded(spec, scn.mode, scn.name)
+        else:
+            res = run_step(spec, mode=scn.mode)
     record = {"scenario": scn.name, "mode": scn.mode, "seed": spec.seed, **res.to_dict()}
+    if trace_path or chakra_dir:
+        write_exports(spans, record, trace_path, chakra_dir)
     text = json.dumps(record, indent=2)
     if out:
         Path(out).write_text(text)

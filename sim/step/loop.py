@@ -21,6 +21,9 @@ from contextvars import ContextVar
 import simpy
 from simpy.core import EmptySchedule
 
+from moesim.engine.network import FlowNetwork
+from moesim.step.linkbins import BinnedLinkStats
+
 Progress = Callable[[float, float], None]
 """``progress(done, total)``: called now and then while a simulation runs."""
 
@@ -28,26 +31,31 @@ REPORT_S = 0.2
 FIRST_CHUNK = 2_000
 
 _watcher: ContextVar[Progress | None] = ContextVar("moesim_step_progress", default=None)
+_bin_links: ContextVar[bool] = ContextVar("moesim_step_bin_links", default=False)
 
 
 @contextmanager
-def watching(progress: Progress | None) -> Iterator[None]:
-    """Steps simulated inside the block report to ``progress`` (None: nobody watches)."""
-    token = _watcher.set(progress)
+def watching(progress: Progress | None, bin_links: bool = False) -> Iterator[None]:
+    """Steps simulated inside the block report to ``progress`` (None: nobody watches); with
+    ``bin_links`` their networks also keep link utilisation in time bins
+    (:class:`moesim.step.linkbins.BinnedLinkStats`, as ``net.stats.bins``) for a trace."""
+    tokens = _watcher.set(progress), _bin_links.set(bin_links)
     try:
         yield
     finally:
-        _watcher.reset(token)
+        _watcher.reset(tokens[0])
+        _bin_links.reset(tokens[1])
 
 
-def run_step_env(env: simpy.Environment, b_count: dict[tuple[int, int], int],
-                 total: int) -> None:
-    """``env.run()``; reports backward passes done to the watcher, if there is one."""
+def run_step_env(net: FlowNetwork, b_count: dict[tuple[int, int], int], total: int) -> None:
+    """``net.env.run()``; reports backward passes done to the watcher, if there is one."""
+    if _bin_links.get():
+        net.stats = BinnedLinkStats(net.stats.cap_Bps, net.stats.record_timeline)
     progress = _watcher.get()
     if progress is None:
-        env.run()
+        net.env.run()
     else:
-        run_reporting(env, b_count, total, progress)
+        run_reporting(net.env, b_count, total, progress)
 
 
 def run_reporting(env: simpy.Environment, b_count: dict[tuple[int, int], int], total: int,

@@ -39,7 +39,7 @@ def simulate_ranks(st: StepState, ranks: Iterable[int]) -> StepState:
     ranks = list(ranks)
     for rank in ranks:
         st.env.process(rank_program(st, rank))
-    run_step_env(st.env, st.b_count, len(ranks) * st.spec.layout.vpp * st.spec.microbatches)
+    run_step_env(st.net, st.b_count, len(ranks) * st.spec.layout.vpp * st.spec.microbatches)
     if np.isnan(st.end_s[ranks]).any():
         stuck = [r for r in ranks if np.isnan(st.end_s[r])][:4]
         raise RuntimeError(f"step did not finish: ranks {stuck} never ended")

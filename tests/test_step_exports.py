@@ -1,0 +1,110 @@
+"""`moesim step --trace/--chakra`: the Chrome trace obeys the trace-event rules, and the Chakra
+ET files read back with mlc-chakra's own decoder, one per rank, with matching send/recv pairs."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from moesim.cli import main
+
+chakra_pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")  # in the dev extra
+protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
+
+SMALL = {"name": "tiny", "model": "mixtral-8x7b", "gpu": "H800",
+         "fabric": {"preset": "rail-h800-64", "params": {"hosts": 1}, "multipath": "dmodk"},
+         "layout": {"tp": 2, "pp": 2, "ep": 2, "dp": 2}, "global_batch": 4, "seq_len": 256,
+         "mode": "full"}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    root = tmp_path_factory.mktemp("exports")
+    scn = root / "tiny.yaml"
+    scn.write_text(yaml.safe_dump(SMALL))
+    trace, et = root / "t.json", root / "et"
+    out = CliRunner().invoke(main, ["step", str(scn), "--json", "--trace", str(trace),
+                                    "--chakra", str(et)])
+    assert out.exit_code == 0, out.output
+    return trace, et, json.loads(out.stdout)
+
+
+def test_trace_follows_the_trace_event_format(exported) -> None:  # type: ignore[no-untyped-def]
+    trace, _, step = exported
+    doc = json.loads(trace.read_text())
+    events = doc["traceEvents"]
+    assert doc["displayTimeUnit"] == "ns" and doc["otherData"]["sampling"]["ranks_kept"] == 8
+    for ev in events:
+        assert ev["ph"] in {"X", "M", "C", "s", "f"} and isinstance(ev["pid"], int)
+        if ev["ph"] != "M":
+            assert isinstance(ev["ts"], float | int) and ev["ts"] >= 0
+        if ev["ph"] == "X":
+            assert ev["dur"] >= 0 and isinstance(ev["tid"], int) and ev["name"]
+    tracks: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for ev in events:
+        if ev["ph"] == "X":
+            tracks.setdefault((ev["pid"], ev["tid"]), []).append((ev["ts"], ev["ts"] + ev["dur"]))
+    for spans in tracks.values():  # on one thread, spans nest or are disjoint
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        for (a0, a1), (b0, b1) in pairwise(spans):
+            assert b0 >= a1 - 1e-6 or b1 <= a1 + 1e-6
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"compute", "a2a", "tp", "pp", "dp", "critical path"} <= names
+    assert any(e["ph"] == "C" for e in events)  # link utilisation counters
+    flows = Counter(e["ph"] for e in events if e["ph"] in "sf")
+    assert flows["s"] == flows["f"] > 0  # the critical path as arrows
+    end_us = max(e["ts"] + e["dur"] for e in events if e["ph"] == "X")
+    assert end_us == pytest.approx(step["step_time_s"] * 1e6, rel=1e-6)
+
+
+def read_et(path: Path) -> tuple[object, list[object]]:
+    """Decode one ET file with chakra's length-prefixed protobuf reader."""
+    with path.open("rb") as f:
+        meta = chakra_pb.GlobalMetadata()
+        assert protolib.decodeMessage(f, meta)
+        nodes = []
+        while True:
+            node = chakra_pb.Node()
+            if not protolib.decodeMessage(f, node):
+                return meta, nodes
+            nodes.append(node)
+
+
+def attrs(node: object) -> dict[str, object]:
+    return {a.name: getattr(a, a.WhichOneof("value")) for a in node.attr}  # type: ignore[attr-defined]
+
+
+def test_chakra_files_read_back_with_matching_pairs(exported) -> None:  # type: ignore[no-untyped-def]
+    _, et, _ = exported
+    files = sorted(et.glob("tiny.*.et"))
+    assert len(files) == 8
+    groups = json.loads((et / "tiny.comm_groups.json").read_text())
+    sends, recvs, kinds = Counter(), Counter(), Counter()
+    for path in files:
+        meta, nodes = read_et(path)
+        assert meta.version and nodes
+        rank = int(path.name.split(".")[1])
+        for i, n in enumerate(nodes):
+            assert n.id == i and all(d < i for d in n.data_deps)
+            a = attrs(n)
+            kinds[chakra_pb.NodeType.Name(n.type)] += 1
+            if n.type == chakra_pb.COMP_NODE:
+                assert n.duration_micros > 0
+            elif n.type == chakra_pb.COMM_COLL_NODE:
+                assert a["comm_size"] > 0 and rank in groups[a["pg_name"]]
+                assert chakra_pb.CollectiveCommType.Name(a["comm_type"]) in {
+                    "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"}
+            elif n.type == chakra_pb.COMM_SEND_NODE:
+                assert a["comm_src"] == rank
+                sends[(a["comm_src"], a["comm_dst"], a["comm_tag"], a["comm_size"])] += 1
+            elif n.type == chakra_pb.COMM_RECV_NODE:
+                assert a["comm_dst"] == rank
+                recvs[(a["comm_src"], a["comm_dst"], a["comm_tag"], a["comm_size"])] += 1
+    assert sends == recvs and sum(sends.values()) > 0  # every send has its receive
+    assert kinds["COMP_NODE"] and kinds["COMM_COLL_NODE"] and kinds["COMM_SEND_NODE"]
