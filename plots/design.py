@@ -31,8 +31,9 @@ def draw_design(record: dict[str, Any], out: str | Path) -> Path:
             bottom += h
     est = [float(c["estimate_step_s"]) for c in cands]
     ax.scatter(x, est, marker="_", s=300, color="black", label="estimate", zorder=3)
-    labels = [" ".join(f"{k}{v}" for k, v in c["layout"].items() if k not in ("etp",))
-              .replace(" ", "\n", 3) for c in cands]
+    labels = ["\n".join(f"{k}{v}" for k, v in c["layout"].items()
+                         if k != "etp" and not (k in ("vpp", "cp") and v == 1))
+              for c in cands]
     ax.set_xticks(x, labels, fontsize=7)
     ax.set_ylabel("seconds per step")
     ax.set_title(f"{record.get('model')} on {record.get('chosen_gpus')} x {record.get('gpu')}: "

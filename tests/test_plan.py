@@ -23,7 +23,7 @@ from moesim.plan.candidates import check_layout, enumerate_candidates
 from moesim.plan.cluster import max_rail_gpus, rail_fabric, tiers_for
 from moesim.plan.design import DesignResult, design
 from moesim.plan.prepare import prepare
-from moesim.plan.record import to_record
+from moesim.plan.record import band_width, to_record, within
 from moesim.plan.report import to_markdown
 from moesim.plan.spec import DesignSpec, nearest_batch
 
@@ -135,6 +135,26 @@ def test_design_step_is_moesim_step(small_result: DesignResult, tmp_path: Path) 
     assert out.exit_code == 0, out.output
     step = json.loads(out.output)["step_time_s"]
     assert rec["simulated_step_s"] == pytest.approx(step, rel=0.01)
+
+
+def test_tied_within_the_band() -> None:
+    assert within(10.0, 10.05, 0.01) is True
+    assert within(10.0, 10.2, 0.01) is False
+    assert within(10.0, 10.0, None) is None and within(10.0, 10.0, float("nan")) is None
+    assert band_width({"low_rel": -0.02, "high_rel": 0.05}) == pytest.approx(0.07)
+    assert band_width(None) is None and band_width({"low_rel": None, "high_rel": None}) is None
+
+
+def test_out_writes_report_record_and_figure(tmp_path: Path) -> None:
+    out = CliRunner().invoke(main, ["design", "--model", SMALL.model, "--gpus", "64",
+                                    "--gpu", "H100", "--global-batch", "256",
+                                    "--simulate-min", "2", "--simulate-max", "2",
+                                    "--max-tp", "1", "--max-cp", "1", "-j", "1",
+                                    "--out", str(tmp_path / "d.md")])
+    assert out.exit_code == 0, out.output
+    rec = json.loads((tmp_path / "d.json").read_text())
+    assert (tmp_path / "d.png").stat().st_size > 10_000
+    assert (tmp_path / "d.md").read_text() == to_markdown(rec)
 
 
 def test_bad_input_raises_config_error() -> None:

@@ -29,13 +29,13 @@ def error_band() -> dict[str, Any] | None:
     band = band_of(BAND_PATH)
     if band is None:
         return None
-    out = band.to_dict() if hasattr(band, "to_dict") else dict(vars(band))
-    out.setdefault("path", BAND_PATH)
+    out: dict[str, Any] = band.to_dict()
+    out["sentence"] = band.sentence()
     return out
 
 
 def band_width(band: dict[str, Any] | None) -> float | None:
-    """Relative width of the band (high - low), None without a band."""
+    """Relative width of the band (high - low, speed terms), None without a band or cases."""
     if not band:
         return None
     low, high = band.get("low_rel"), band.get("high_rel")
@@ -54,13 +54,17 @@ def days_to_train(res: DesignResult, r: Ranked) -> float:
     return ideal_days(res, r) / max(res.bom.goodput, 1e-9)
 
 
+def within(a_s: float, b_s: float, width: float | None) -> bool | None:
+    """Whether ``b_s`` is within ``width`` (relative) of ``a_s``; None without a width."""
+    if width is None or width != width:  # no band, or a NaN one
+        return None
+    return abs(b_s - a_s) / a_s <= width
+
+
 def tied(res: DesignResult, a: Ranked, b: Ranked) -> bool | None:
     """``b`` within the error band of ``a`` per token (None: no band to judge by)."""
-    width = band_width(error_band())
-    if width is None:
-        return None
     seq = res.spec.seq_len
-    return abs(b.per_token_s(seq) - a.per_token_s(seq)) / a.per_token_s(seq) <= width
+    return within(a.per_token_s(seq), b.per_token_s(seq), band_width(error_band()))
 
 
 def _layout(r: Ranked) -> dict[str, int]:

@@ -32,8 +32,8 @@ def _header(rec: dict[str, Any]) -> list[str]:
         f"- Chosen layout: **{_lay(rec['layout'])}** ({rec['recompute']} recompute, "
         f"{rec['num_microbatches']} micro-batches; global batch {gb} sequences of "
         f"{rec['seq_len']}{batch}): {rec['memory_gib_per_gpu']['total']:.1f} GiB per GPU of "
-        f"{rec['usable_hbm_gib']:.1f} GiB usable ({rec['hbm_gib']:.1f} GiB HBM less the "
-        "reserve).",
+        f"{rec['usable_hbm_gib']:.1f} GiB usable ({rec['hbm_gib']:.1f} GiB that nvidia-smi "
+        "reports, less the allocator/NCCL reserve).",
         f"- Step **{rec['simulated_step_s']:.2f} s** (whole-step simulator, fast mode; the "
         f"estimate said {rec['estimate_step_s']:.2f} s), MFU {rec['mfu']:.1%}, "
         f"{rec['tokens_per_s'] / 1e6:.2f}M tokens/s.",
@@ -43,9 +43,8 @@ def _header(rec: dict[str, Any]) -> list[str]:
         f"{'met' if rec['days_to_train'] <= rec['goal']['days'] else 'missed'}.",
     ]
     if band:
-        lines.append(f"- Validation error band of this code path ({band.get('path')}): "
-                     f"{band.get('low_rel', 0):+.0%} to {band.get('high_rel', 0):+.0%} "
-                     f"(simulated vs measured; {band.get('source', '')}).")
+        lines.append(f"- How far off that may be: {band['sentence']} (`moesim validate`; "
+                     "two layouts closer than the band's width are called tied below).")
     else:
         lines.append("- Validation error band: not available in this build "
                      "(`moesim.results.band` missing); treat the step as unvalidated.")

@@ -1,0 +1,98 @@
+"""Whole-process wall time of ``moesim design``: sizing, estimates, simulated candidates.
+
+Commands (issue 14's target: under 60 s with at least 16 candidates simulated)::
+
+    .venv/bin/python benchmarks/bench_design.py                      # the defaults
+    .venv/bin/python benchmarks/bench_design.py --max-wall-s 900 -- --gpus 4096
+    .venv/bin/python benchmarks/bench_design.py -- --max-tp 1 --max-cp 1
+
+Everything after ``--`` goes to ``moesim design``. The design runs in a child Python process
+(interpreter start and imports included) that prints one timestamped line per stage and per
+simulated candidate on stderr; the parent measures the child's wall time and prints the
+stage timeline, the candidates simulated, and the total. ``--max-wall-s`` stops the child
+(SIGKILL of its process group) and reports how far it got: how many candidates were
+simulated by then.
+
+Measured (shared 2-core machine, 7 engineers; load 5-14; -j 2):
+
+* 2026-12-03 12:26, ``-- --max-tp 1 --max-cp 1`` (the defaults without TP and CP): sized to
+  1,792 GPUs, 11 candidates fit and all 11 simulated, 71 s wall (chosen tp1 pp16 ep8 dp112,
+  17.71 s simulated step, 20.47 s estimated).
+* the defaults: see the README's design section (filled in with each run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+CHILD = r"""
+import sys, time, json
+t0 = time.perf_counter()
+from click.testing import CliRunner  # noqa: F401  (the CLI's imports, as moesim pays them)
+from moesim.cli.design import SPEC_KEYS
+from moesim.plan.design import design
+from moesim.plan.record import to_record
+from moesim.plan.spec import DesignSpec
+
+def say(line):
+    print(f"{time.perf_counter() - t0:8.1f} s  {line}", file=sys.stderr, flush=True)
+
+kw = json.loads(sys.argv[1])
+jobs = kw.pop("jobs")
+res = design(DesignSpec(**kw), jobs=jobs, say=say)
+rec = to_record(res)
+say(f"chosen {rec['chosen_gpus']} GPUs, {res.chosen.cand.name}, simulated step "
+    f"{rec['simulated_step_s']:.2f} s, {rec['simulated_count']} candidates simulated")
+print(json.dumps({"simulated": rec["simulated_count"], "gpus": rec["chosen_gpus"],
+                  "step_s": rec["simulated_step_s"], "layout": res.chosen.cand.name,
+                  "walls": [c["simulation_wall_s"] for c in rec["candidates"]
+                            if c["simulation_wall_s"]]}))
+"""
+
+
+def design_kwargs(argv: list[str]) -> dict[str, object]:
+    """``moesim design`` options -> DesignSpec fields (through the CLI's own parser)."""
+    from moesim.cli.design import SPEC_KEYS, design
+
+    ctx = design.make_context("design", list(argv))
+    params = ctx.params
+    out = {k: params[k] for k in SPEC_KEYS}
+    out["jobs"] = params["jobs"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-wall-s", type=float, default=1200.0)
+    parser.add_argument("design_args", nargs="*")
+    args = parser.parse_args()
+    kw = design_kwargs(args.design_args)
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(kw)],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, _ = child.communicate(timeout=args.max_wall_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        print(f"stopped at --max-wall-s {args.max_wall_s:g} s (see the stage lines above)")
+        return
+    wall_s = time.perf_counter() - start
+    if child.returncode:
+        print(f"moesim design failed (exit {child.returncode})")
+        return
+    res = json.loads(out.strip().splitlines()[-1])
+    walls = sorted(res["walls"])
+    print(f"whole process {wall_s:.1f} s; {res['gpus']} GPUs, {res['layout']}, step "
+          f"{res['step_s']:.2f} s; {res['simulated']} candidates simulated (fast-mode wall "
+          f"per candidate: median {walls[len(walls) // 2]:.1f} s, max {walls[-1]:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
