@@ -36,7 +36,7 @@ class Registry(Mapping[str, T], Generic[T]):
     def add(self, name: str, item: T) -> T:
         """Register ``item`` as ``name``; a name already taken is an error."""
         if name in self._items:
-            raise ConfigError(self.field, f"{self.what} {name!r} is already registered")
+            raise ConfigError(self.field, f"duplicate {self.what} {name!r}: already registered")
         self._items[name] = item
         return item
 

@@ -15,7 +15,7 @@ def test_duplicate_name_is_an_error_and_unknown_lists_the_names() -> None:
     reg = Registry[int]("router.kind", "popularity model")
     reg.add("zipf", 1)
     reg.add("hot", 2)
-    with pytest.raises(ConfigError, match="popularity model 'zipf' is already registered"):
+    with pytest.raises(ConfigError, match="duplicate popularity model 'zipf': already registered"):
         reg.add("zipf", 3)
     with pytest.raises(ConfigError) as err:
         reg.lookup("nope")

@@ -22,6 +22,8 @@ shapes. MLA fits the same call with its head dims (qk 192 = 128 nope + 64 rope, 
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -79,37 +81,23 @@ def attention_time_s(
     causal: bool = True,
     dtype: str = "bf16",
     slowdown: float = 1.0,
+    backward: bool = False,
 ) -> TimeS:
-    """Forward attention-core kernel time; 0 when there are no tokens."""
+    """Forward attention-core kernel time; 0 when there are no tokens. ``backward``: 2.5x the
+    forward FLOPs at the lower backward efficiency, twice the bytes per token."""
     dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
     flops = np.asarray(attention_flops(
         tokens=tokens, seq_len=seq_len, n_heads=n_heads, qk_head_dim=qk_head_dim,
         v_head_dim=v_head_dim, causal=causal,
     ))
-    per_token = n_heads * (2 * qk_head_dim + 2 * v_head_dim) * input_bytes(dtype)
+    if backward:
+        flops = ATTENTION_BWD_FLOPS_FACTOR * flops
+    io = 4 if backward else 2  # per dim: Q, K, V read, O written; backward also dO, dQ, dK, dV
+    per_token = n_heads * (io * qk_head_dim + io * v_head_dim) * input_bytes(dtype)
     moved = dim("attention.tokens", tokens) * per_token
-    return shaped(_time_s(gpu, flops, moved, dtype, ATTENTION_FWD_EFFICIENCY) * slow)
+    efficiency = ATTENTION_BWD_EFFICIENCY if backward else ATTENTION_FWD_EFFICIENCY
+    return shaped(_time_s(gpu, flops, moved, dtype, efficiency) * slow)
 
 
-def attention_backward_time_s(
-    gpu: GpuSpec,
-    *,
-    tokens: ArrayLike,
-    seq_len: ArrayLike,
-    n_heads: int,
-    qk_head_dim: int,
-    v_head_dim: int,
-    causal: bool = True,
-    dtype: str = "bf16",
-    slowdown: float = 1.0,
-) -> TimeS:
-    """Backward attention-core kernel time: 2.5x the forward FLOPs at the lower backward
-    efficiency; 0 when there are no tokens."""
-    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
-    flops = ATTENTION_BWD_FLOPS_FACTOR * np.asarray(attention_flops(
-        tokens=tokens, seq_len=seq_len, n_heads=n_heads, qk_head_dim=qk_head_dim,
-        v_head_dim=v_head_dim, causal=causal,
-    ))
-    per_token = n_heads * (4 * qk_head_dim + 4 * v_head_dim) * input_bytes(dtype)
-    moved = dim("attention.tokens", tokens) * per_token
-    return shaped(_time_s(gpu, flops, moved, dtype, ATTENTION_BWD_EFFICIENCY) * slow)
+attention_backward_time_s = partial(attention_time_s, backward=True)
+""":func:`attention_time_s` with ``backward=True``."""

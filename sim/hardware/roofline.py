@@ -37,6 +37,8 @@ callers need not double anything.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -134,30 +136,25 @@ def gemm_time_s(
     k: ArrayLike,
     dtype: str = "bf16",
     slowdown: float = 1.0,
+    *,
+    backward: bool = False,
 ) -> TimeS:
     """Time of one GEMM kernel ``Y[m,n] = X[m,k] @ W[k,n]``; 0 when it has no work.
+    ``backward``: its dgrad (m, k, n) + wgrad (k, n, m) kernels, 2x its FLOPs.
 
     Vectorised: m, n, k broadcast; returns a float for scalar inputs.
     """
     dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
-    terms = _gemm_terms(dim("gemm.m", m), dim("gemm.n", n), dim("gemm.k", k), dtype)
-    return shaped(_kernel_s(gpu, *terms, dtype) * slow)
-
-
-def gemm_backward_time_s(
-    gpu: GpuSpec,
-    m: ArrayLike,
-    n: ArrayLike,
-    k: ArrayLike,
-    dtype: str = "bf16",
-    slowdown: float = 1.0,
-) -> TimeS:
-    """dgrad (m, k, n) + wgrad (k, n, m) kernels of the GEMM (m, n, k): 2x its FLOPs."""
-    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
     m_, n_, k_ = dim("gemm.m", m), dim("gemm.n", n), dim("gemm.k", k)
+    if not backward:
+        return shaped(_kernel_s(gpu, *_gemm_terms(m_, n_, k_, dtype), dtype) * slow)
     dgrad = _kernel_s(gpu, *_gemm_terms(m_, k_, n_, dtype), dtype)
     wgrad = _kernel_s(gpu, *_gemm_terms(k_, n_, m_, dtype), dtype)
     return shaped((dgrad + wgrad) * slow)
+
+
+gemm_backward_time_s = partial(gemm_time_s, backward=True)
+"""dgrad + wgrad of the GEMM (m, n, k): :func:`gemm_time_s` with ``backward=True``."""
 
 
 def _tokens(tokens_per_expert: ArrayLike) -> FloatArray:
@@ -184,9 +181,12 @@ def grouped_gemm_time_s(
     n: float,
     dtype: str = "bf16",
     slowdown: float = 1.0,
+    *,
+    backward: bool = False,
 ) -> float:
     """One grouped-GEMM kernel over a rank's local experts: expert e computes
-    ``[m_e, k] @ [k, n]`` with m_e = tokens_per_expert[e].
+    ``[m_e, k] @ [k, n]`` with m_e = tokens_per_expert[e]. ``backward``: grouped dgrad
+    ``[m_e, n] @ [n, k]`` plus grouped wgrad ``[k, m_e] @ [m_e, n]``, two kernels, 2x the FLOPs.
 
     All experts' tiles share the SMs (one launch), so time follows the rank's total work:
     a rank that received 4x the tokens takes ~4x as long once compute-bound. An expert
@@ -195,25 +195,15 @@ def grouped_gemm_time_s(
     dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
     m = _tokens(tokens_per_expert)
     k_, n_ = dim("grouped_gemm.k", k), dim("grouped_gemm.n", n)
-    return _grouped_s(gpu, _gemm_terms(m, n_, k_, dtype), dtype, slow)
-
-
-def grouped_gemm_backward_time_s(
-    gpu: GpuSpec,
-    tokens_per_expert: ArrayLike,
-    k: float,
-    n: float,
-    dtype: str = "bf16",
-    slowdown: float = 1.0,
-) -> float:
-    """Grouped dgrad ``[m_e, n] @ [n, k]`` plus grouped wgrad ``[k, m_e] @ [m_e, n]``:
-    two kernels, 2x the forward FLOPs."""
-    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
-    m = _tokens(tokens_per_expert)
-    k_, n_ = dim("grouped_gemm.k", k), dim("grouped_gemm.n", n)
+    if not backward:
+        return _grouped_s(gpu, _gemm_terms(m, n_, k_, dtype), dtype, slow)
     dgrad = _grouped_s(gpu, _gemm_terms(m, k_, n_, dtype), dtype, slow)
     wgrad = _grouped_s(gpu, _gemm_terms(k_, n_, m, dtype), dtype, slow)
     return dgrad + wgrad
+
+
+grouped_gemm_backward_time_s = partial(grouped_gemm_time_s, backward=True)
+""":func:`grouped_gemm_time_s` with ``backward=True``."""
 
 
 def memory_bound_time_s(gpu: GpuSpec, bytes_moved: ArrayLike, slowdown: float = 1.0) -> TimeS:

@@ -12,24 +12,22 @@ from collections.abc import Callable
 import numpy as np
 
 from moesim.errors import ConfigError
+from moesim.registry import Registry
 
 PlacementFn = Callable[[int, int], np.ndarray]
 """(n_experts, n_ranks) -> int64 [n_experts]: the EP rank hosting each expert."""
 
-_PLACEMENTS: dict[str, PlacementFn] = {}
+_PLACEMENTS = Registry[PlacementFn]("router.placement", "placement")
 
 
 def register_placement(name: str, fn: PlacementFn) -> PlacementFn:
     """Add a placement under ``name``; a duplicate name is an error."""
-    if name in _PLACEMENTS:
-        raise ConfigError("router.placement", f"placement {name!r} is already registered")
-    _PLACEMENTS[name] = fn
-    return fn
+    return _PLACEMENTS.add(name, fn)
 
 
 def placement_names() -> tuple[str, ...]:
     """Registered placement names, in registration order."""
-    return tuple(_PLACEMENTS)
+    return _PLACEMENTS.names()
 
 
 def _contiguous(n_experts: int, n_ranks: int) -> np.ndarray:
@@ -50,13 +48,11 @@ def place_experts(name: str, n_experts: int, n_ranks: int) -> np.ndarray:
     >>> place_experts("contiguous", 4, 2).tolist(), place_experts("round_robin", 4, 2).tolist()
     ([0, 0, 1, 1], [0, 1, 0, 1])
     """
-    if name not in _PLACEMENTS:
-        allowed = ", ".join(_PLACEMENTS)
-        raise ConfigError("router.placement", f"unknown {name!r}; allowed: {allowed}")
+    place = _PLACEMENTS.lookup(name)
     if n_ranks < 1 or n_experts % n_ranks != 0:
         raise ConfigError(
             "ep", f"EP size {n_ranks} must divide the {n_experts} experts (each rank hosts E/EP)"
         )
-    ranks = np.asarray(_PLACEMENTS[name](n_experts, n_ranks), dtype=np.int64)
+    ranks = np.asarray(place(n_experts, n_ranks), dtype=np.int64)
     ranks.setflags(write=False)
     return ranks

@@ -89,13 +89,18 @@ class DeepEPResult:
     bw_no_local_charge_GBps: float  # the same with local copies free (see module doc)
 
 
-def token_hits(setup: DeepEPSetup) -> np.ndarray:
-    """bool [rank, token, dst rank]: the token has >= 1 expert on dst rank."""
+def _routing(setup: DeepEPSetup) -> dict[str, int]:
+    """The routing of the benchmark's tokens: uniform, group-limited across nodes."""
     nodes = setup.nodes
     n_group, topk_group = (nodes, min(nodes, MAX_TOPK_GROUPS)) if nodes > 1 else (1, 1)
-    experts = assign_experts(UNIFORM, tokens_per_rank=setup.tokens_per_rank, n_ranks=setup.ep,
-                             n_experts=setup.n_experts, top_k=setup.top_k, seed=setup.seed,
-                             layer=0, n_group=n_group, topk_group=topk_group)
+    return dict(tokens_per_rank=setup.tokens_per_rank, n_ranks=setup.ep,
+                n_experts=setup.n_experts, top_k=setup.top_k, seed=setup.seed, layer=0,
+                n_group=n_group, topk_group=topk_group)
+
+
+def token_hits(setup: DeepEPSetup) -> np.ndarray:
+    """bool [rank, token, dst rank]: the token has >= 1 expert on dst rank."""
+    experts = assign_experts(UNIFORM, **_routing(setup))
     dst = experts // (setup.n_experts // setup.ep)
     hits = np.zeros((setup.ep, setup.tokens_per_rank, setup.ep), dtype=bool)
     r = np.arange(setup.ep)[:, None, None]
@@ -106,12 +111,7 @@ def token_hits(setup: DeepEPSetup) -> np.ndarray:
 
 def rank_dedup(setup: DeepEPSetup) -> np.ndarray:
     """int64 [src, dst]: distinct tokens src sends to dst, from ``route_tokens``."""
-    nodes = setup.nodes
-    n_group, topk_group = (nodes, min(nodes, MAX_TOPK_GROUPS)) if nodes > 1 else (1, 1)
-    routing = route_tokens(UNIFORM, tokens_per_rank=setup.tokens_per_rank, n_ranks=setup.ep,
-                           n_experts=setup.n_experts, top_k=setup.top_k, seed=setup.seed,
-                           layer=0, n_group=n_group, topk_group=topk_group)
-    return np.asarray(routing.rank_tokens_dedup)
+    return np.asarray(route_tokens(UNIFORM, **_routing(setup)).rank_tokens_dedup)
 
 
 def _pairs(size: np.ndarray) -> FlowBatch:

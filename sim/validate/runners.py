@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from moesim.errors import ConfigError
 from moesim.hardware import gemm_flops, gemm_time_s, get_gpu
 from moesim.model import get_model, param_counts
+from moesim.registry import Registry
 from moesim.validate.cases import Case
 from moesim.validate.checkpoint import checkpoint_elements, fp8_scale_elements
 from moesim.validate.deepep import DeepEPSetup, simulate_deepep
@@ -20,23 +20,17 @@ from moesim.validate.step import simulate_gpu_hours, simulate_mixtral, step_deta
 Prediction = tuple[float | None, str]
 Runner = Callable[[Case], Prediction]
 
-RUNNERS: dict[str, Runner] = {}
+RUNNERS = Registry[Runner]("validate.kind", "runner")
 
 
 def register_runner(kind: str, runner: Runner) -> Runner:
     """Add ``runner`` for case ``kind``; a name already taken is an error."""
-    if kind in RUNNERS:
-        raise ConfigError("validate.kind", f"duplicate runner {kind!r}; already registered")
-    RUNNERS[kind] = runner
-    return runner
+    return RUNNERS.add(kind, runner)
 
 
 def run_case(case: Case) -> Prediction:
     """The prediction of ``case`` by its kind's runner."""
-    if case.kind not in RUNNERS:
-        raise ConfigError("validate.kind",
-                          f"unknown {case.kind!r}; allowed: {', '.join(RUNNERS)}")
-    return RUNNERS[case.kind](case)
+    return RUNNERS.lookup(case.kind)(case)
 
 
 def _deepep(case: Case) -> Prediction:
