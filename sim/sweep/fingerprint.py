@@ -16,7 +16,7 @@ What is hashed -- what determines the numbers in a row:
   own point expansion, point runner, rows and Monte Carlo summaries (a new module of these
   packages is in until declared out).
 
-What is not (:data:`NOT_MODEL_CODE`): the command line, plots, text summaries, traces,
+What is not (:data:`NOT_MODEL_CODE`): the command line, plots, text summaries, traces, exports,
 timeline files, input reading and its limits, error messages, result files and resuming, the
 design planner and the validation harness (sweeps run neither), and this module. Nor how the
 code is written: a module enters as its syntax tree without docstrings (comments, docstrings
@@ -48,7 +48,7 @@ MODEL_CODE = (
 """Modules and packages of ``moesim`` whose code and data determine a sweep row's numbers."""
 
 NOT_MODEL_CODE = (
-    "api", "cli", "errors", "io", "plan", "plots", "scenarios", "validate",
+    "api", "cli", "errors", "export", "io", "plan", "plots", "scenarios", "validate",
     "results.step_summary", "results.summary", "results.timeline", "results.trace",
     "sweep.fingerprint", "sweep.runner", "sweep.store",
 )
