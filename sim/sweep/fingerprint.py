@@ -16,12 +16,14 @@ What is hashed -- what determines the numbers in a row:
   own point expansion, point runner, rows and Monte Carlo summaries (a new module of these
   packages is in until declared out).
 
-What is not (:data:`NOT_MODEL_CODE`): the command line, plots, text summaries, traces, exports,
-timeline files, input reading and its limits, error messages, result files and resuming, the
-design planner and the validation harness (sweeps run neither), and this module. Nor how the
-code is written: a module enters as its syntax tree without docstrings (comments, docstrings
-and formatting do not change it), a YAML file as its parsed data. So a new build that changes
-no number keeps every fingerprint, and the gallery does not recompute its sweeps.
+What is not (:data:`NOT_MODEL_CODE`): the command line, plots, text summaries, traces,
+exports, timeline files, input reading and its limits, error messages, result files and
+resuming, the design planner, the validation harness and its error band (sweeps run none of
+them), and this module. Nor how the code is written: a module enters as its syntax tree without
+docstrings (comments, docstrings and formatting do not change it), a YAML file as its parsed
+data. So a new build that changes no number keeps every fingerprint, and the gallery does not
+recompute its sweeps. (``ast.unparse`` may print a tree differently under another Python
+minor version: a sweep resumed under another Python recomputes.)
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ MODEL_CODE = (
 
 NOT_MODEL_CODE = (
     "api", "cli", "errors", "export", "io", "plan", "plots", "scenarios", "validate",
-    "results.step_summary", "results.summary", "results.timeline", "results.trace",
+    "results.band", "results.step_summary", "results.summary", "results.timeline", "results.trace",
     "sweep.fingerprint", "sweep.runner", "sweep.store",
 )
 """The rest: presentation, input/output, and tools that sweeps do not run. The most specific
