@@ -87,9 +87,16 @@ def _spec(**kw: Any) -> Any:
 
 
 def _write_outputs(out: str, rec: dict[str, Any], markdown: str) -> list[Path]:
-    """The Markdown at ``out``, the JSON record and the breakdown PNG beside it."""
+    """The Markdown at ``out``, the JSON record and the breakdown PNG beside it; for an
+    ``.html`` ``out``, one self-contained HTML report (figures inside) and the JSON record."""
     from moesim.plots.design import draw_design
 
+    if Path(out).suffix.lower() in (".html", ".htm"):
+        from moesim.plots.html_report import write_html_report
+
+        js = Path(out).with_suffix(".json")
+        js.write_text(json.dumps(rec, indent=2) + "\n")
+        return [write_html_report(rec, out, markdown), js]
     md = Path(out)
     md.write_text(markdown)
     js = md.with_suffix(".json")
@@ -106,7 +113,8 @@ def _write_outputs(out: str, rec: dict[str, Any], markdown: str) -> list[Path]:
               help="Run the simulated candidates on a Dask scheduler at this address.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the Markdown report here, the JSON record and the breakdown "
-                   "figure (PNG) beside it.")
+                   "figure (PNG) beside it; a .html path gets one self-contained HTML report "
+                   "(tables and figures inside, readable offline) and the JSON record.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON record instead.")
 @quiet_option
 @_one_line

@@ -89,6 +89,20 @@ class _RankWriter:
         return self.node(name, "COMM_SEND_NODE" if send else "COMM_RECV_NODE", comm_src=src,
                          comm_dst=dst, comm_size=int(size), comm_tag=tag(key, src, dst))
 
+    def pairs(self, s: Span) -> list[Any]:
+        """A skewed all-to-all as a send to and a receive from each peer (bytes > 0)."""
+        c = s.comm
+        assert c is not None
+        made = []
+        for peer, out_b, in_b in zip(c.group, c.send_bytes, c.recv_bytes, strict=True):
+            if peer == self.rank:
+                continue
+            if out_b > 0:
+                made.append(self.p2p(f"{s.name} >{peer}", True, peer, out_b, s.name))
+            if in_b > 0:
+                made.append(self.p2p(f"{s.name} <{peer}", False, peer, in_b, s.name))
+        return made
+
     def span(self, s: Span) -> None:
         c = s.comm
         if c is None:
@@ -102,12 +116,7 @@ class _RankWriter:
                 made.append(self.p2p(s.name, True, succ, c.size_bytes, s.name))
             self.chain(*made)
         elif c.kind == "all_to_all" and not balanced(s):
-            self.chain(*[n for peer, out_b, in_b in zip(c.group, c.send_bytes, c.recv_bytes,
-                                                        strict=True) if peer != self.rank
-                         for n in ((self.p2p(f"{s.name} >{peer}", True, peer, out_b, s.name),)
-                                   if out_b > 0 else ())
-                         + ((self.p2p(f"{s.name} <{peer}", False, peer, in_b, s.name),)
-                            if in_b > 0 else ())])
+            self.chain(*self.pairs(s))
         else:
             pg = self.groups.setdefault((c.group_kind, c.group), str(len(self.groups)))
             self.chain(self.node(s.name, "COMM_COLL_NODE",
