@@ -88,3 +88,12 @@ def test_reporting_loop_ends_like_run() -> None:
     with pytest.raises(ZeroDivisionError):
         env.process((lambda: (yield env.timeout(1)) or 1 / 0)())
         run_reporting(env, done, 5, lambda d, t: None)
+
+
+def test_elapsed_ticker_on_a_terminal() -> None:
+    """Commands without a fraction to report show the time elapsed (here: a 4096-GPU fabric's
+    bisection, about 2 s)."""
+    args = [sys.executable, "-m", "moesim.cli", "topo", "rail-h200-4096"]
+    code, out, tty = run_on_pty(args)
+    assert code == 0 and "bisection" in out and "topo rail-h200-4096 [00:0" in tty, tty
+    assert subprocess.run(args, capture_output=True, text=True, check=True).stderr == ""

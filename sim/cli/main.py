@@ -106,9 +106,11 @@ def list_scenarios() -> None:
 @click.option("--cp", type=int, default=1, show_default=True)
 @click.option("--dp", type=int, default=None, help="Default: whatever fills the fabric.")
 @click.option("--json", "as_json", is_flag=True, help="Print the placement as JSON.")
+@quiet_option
 @_user_errors
 def place(
-    fabric: str, tp: int, pp: int, ep: int, etp: int, cp: int, dp: int | None, as_json: bool
+    fabric: str, tp: int, pp: int, ep: int, etp: int, cp: int, dp: int | None, as_json: bool,
+    quiet: bool,
 ) -> None:
     """Where each parallel group of a layout lands on fabric preset FABRIC (Megatron rank order)."""
     from dataclasses import asdict
@@ -117,14 +119,14 @@ def place(
     from moesim.parallel.placement import place as place_groups
     from moesim.parallel.placement import placement_table
 
-    graph = topologies.load_preset(fabric)
-    if dp is None:
-        dp = max(
-            graph.graph.get("hosts", 1) * graph.graph.get("gpus_per_host", 1) // (tp * pp * cp), 1
+    with Ticker(f"place {fabric}", quiet):
+        graph = topologies.load_preset(fabric)
+        if dp is None:
+            hosts = graph.graph.get("hosts", 1) * graph.graph.get("gpus_per_host", 1)
+            dp = max(hosts // (tp * pp * cp), 1)
+        entries = place_groups(
+            ParallelLayout(tp=tp, pp=pp, ep=ep, etp=etp, cp=cp, dp=dp).validate(), graph
         )
-    entries = place_groups(
-        ParallelLayout(tp=tp, pp=pp, ep=ep, etp=etp, cp=cp, dp=dp).validate(), graph
-    )
     if as_json:
         click.echo(json.dumps([asdict(e) for e in entries], indent=2))
     else:

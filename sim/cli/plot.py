@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from moesim.cli.progress import Ticker, quiet_option
 from moesim.errors import ConfigError, MoesimError
 from moesim.results.result import Result
 from moesim.scenario.schema import Scenario
@@ -107,7 +108,8 @@ def draw(kind: str, results: tuple[str, ...], out: str, x: str | None = None) ->
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False),
               help="Figure file: .png or .svg.")
 @click.option("--x", default=None, help="sweep: the axis column on the x axis.")
-def plot(kind: str, results: tuple[str, ...], out: str, x: str | None) -> None:
+@quiet_option
+def plot(kind: str, results: tuple[str, ...], out: str, x: str | None, quiet: bool) -> None:
     """Draw KIND from saved RESULTS (run records, result JSON, or a sweep CSV).
 
     \b
@@ -118,7 +120,8 @@ def plot(kind: str, results: tuple[str, ...], out: str, x: str | None) -> None:
     sweep       step time and excess against --x, p50 and p1-p99 band (one sweep CSV)
     """
     try:
-        path = draw(kind, results, out, x)
+        with Ticker(f"plot {kind}", quiet):
+            path = draw(kind, results, out, x)
     except MoesimError as exc:
         click.echo(f"moesim: {exc}", err=True)
         sys.exit(2)

@@ -7,6 +7,7 @@ import json
 import click
 
 from moesim import topologies
+from moesim.cli.progress import quiet_option
 from moesim.errors import ConfigError
 
 
@@ -18,27 +19,31 @@ from moesim.errors import ConfigError
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
 @click.option("--draw", type=click.Path(dir_okay=False), default=None,
               help="Draw the fabric to a PNG/SVG file.")
-def topo(name: str | None, as_list: bool, as_json: bool, draw: str | None) -> None:
+@quiet_option
+def topo(name: str | None, as_list: bool, as_json: bool, draw: str | None, quiet: bool) -> None:
     """Describe fabric NAME (a preset or a fabric YAML file): GPUs, NICs, switches and links
     per tier, bisection bandwidth, oversubscription. With --list: every shipped preset."""
+    from moesim.cli.progress import Ticker
     from moesim.topologies.describe import block, fabric_record, one_line
 
     if as_list == (name is not None):
         raise ConfigError("topo", "give a preset name (or a fabric .yaml file) or --list")
     if as_list:
         names = topologies.preset_names()
-        recs = {n: fabric_record(topologies.load_preset(n), _about(n), bisection=False)
-                for n in names}
+        with Ticker("topo --list", quiet):
+            recs = {n: fabric_record(topologies.load_preset(n), _about(n), bisection=False)
+                    for n in names}
         click.echo(json.dumps(list(recs.values()), indent=2) if as_json
                    else "\n".join(one_line(n, r) for n, r in recs.items()))
         return
     assert name is not None
-    graph = topologies.load_preset(name)
-    rec = fabric_record(graph, _about(name))
-    if draw:
-        from moesim.plots.fabric import draw_fabric
+    with Ticker(f"topo {name}", quiet):
+        graph = topologies.load_preset(name)
+        rec = fabric_record(graph, _about(name))
+        if draw:
+            from moesim.plots.fabric import draw_fabric
 
-        draw_fabric(graph, draw)
+            draw_fabric(graph, draw)
     click.echo(json.dumps(rec, indent=2) if as_json else "\n".join(block(rec)))
 
 
