@@ -110,3 +110,21 @@ def test_chakra_files_read_back_with_matching_pairs(exported) -> None:  # type: 
                 recvs[(a["comm_src"], a["comm_dst"], a["comm_tag"], a["comm_size"])] += 1
     assert sends == recvs and sum(sends.values()) > 0  # every send has its receive
     assert kinds["COMP_NODE"] and kinds["COMM_COLL_NODE"] and kinds["COMM_SEND_NODE"]
+
+
+def test_large_runs_are_sampled_and_say_so() -> None:
+    from moesim.export.chrome_step import step_trace
+    from moesim.export.record import Comm, Span, StepRecord
+
+    spans = tuple(Span(r, i * 1e-3, (i + 1) * 1e-3, "compute", f"c{i}") for r in range(40)
+                  for i in range(5))
+    comm = Comm("all_gather", "tp", (0, 1), 1e6)
+    spans += (Span(7, 0.0, 1e-3, "tp", "ag", comm),)
+    crit = ({"rank": 7, "start_s": 0.0, "end_s": 1e-3, "category": "tp", "what": "ag"},)
+    rec = StepRecord("s", "full", 40, tuple(range(40)), spans, critical=crit)
+    doc = step_trace(rec, max_spans=50)
+    sampling = doc["otherData"]["sampling"]
+    pids = {e["pid"] for e in doc["traceEvents"] if e["ph"] == "X"}
+    assert sampling["ranks_kept"] == len(pids) < 40 and 7 in pids  # the path's rank is kept
+    assert "every 5th simulated rank" in sampling["rule"]
+    assert step_trace(rec)["otherData"]["sampling"]["ranks_kept"] == 40
