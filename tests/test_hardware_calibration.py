@@ -12,7 +12,7 @@ def test_table_lists_every_constant_with_its_value_and_source() -> None:
     for name, row in cal.CONSTANTS.items():
         assert row.name == name
         assert row.value == float(getattr(cal, name))
-        assert row.unit and row.source
+        assert row.unit and row.source and row.kind in ("measured", "assumption")
     upper = {n for n in vars(cal) if n.isupper() and isinstance(getattr(cal, n), int | float)}
     assert upper == set(cal.CONSTANTS)
 

@@ -186,7 +186,7 @@ def test_plots_only_from_the_cli_and_lazily() -> None:
         (("moesim.engine.network", "moesim.step.run"), "upward"),
         (("moesim.step.run", "moesim.plan.design"), "upward"),
         (("moesim.plan.report", "moesim.validate.step"), "upward"),
-        (("moesim.errors", "moesim.calibration"), "circle"),
+        (("moesim.errors", "moesim.calibration.kernels"), "circle"),
     ],
 )
 def test_the_checks_catch_a_bad_import(edge: tuple[str, str], rule: str) -> None:

@@ -26,12 +26,13 @@ def test_defaults_are_uniform_dropless_contiguous() -> None:
     cfg = RouterConfig()
     assert (cfg.kind, cfg.resample, cfg.placement, cfg.capacity_factor) == (
         "uniform", "per_layer", "contiguous", None)
-    assert cfg.dropless and cfg == UNIFORM and BALANCED.kind == "force_balanced"
+    assert cfg.dropless and cfg == UNIFORM and BALANCED.kind == "exact_balanced"
 
 
 def test_registry_names() -> None:
     assert popularity_names() == (
-        "uniform", "zipf", "hot", "dirichlet", "force_balanced", "force_biased")
+        "uniform", "zipf", "hot", "dirichlet", "force_balanced", "exact_balanced",
+        "force_biased")
     assert placement_names() == ("contiguous", "round_robin")
 
 

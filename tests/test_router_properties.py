@@ -75,7 +75,7 @@ def test_each_token_has_k_distinct_experts_within_its_groups(case: Case) -> None
     flat = np.sort(chosen.reshape(-1, s["top_k"]), axis=1)
     assert (flat[:, 1:] != flat[:, :-1]).all()
     assert flat.min() >= 0 and flat.max() < s["n_experts"]
-    if case.cfg.kind != "force_balanced":  # force_balanced replaces the router, groups too
+    if case.cfg.kind != "exact_balanced":  # exact_balanced replaces the router, groups too
         groups = flat // (s["n_experts"] // s["n_group"])
         assert (1 + (groups[:, 1:] != groups[:, :-1]).sum(axis=1) <= s["topk_group"]).all()
     wanted = route_tokens(case.cfg, **case.shape)
@@ -94,10 +94,10 @@ def test_same_seed_same_result(case: Case) -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from([1, 2, 4, 8]), st.integers(1, 64), st.integers(1, 4), st.integers(1, 8))
-def test_force_balanced_is_exactly_balanced(n_ranks: int, tokens: int, top_k: int,
+def test_exact_balanced_is_exactly_balanced(n_ranks: int, tokens: int, top_k: int,
                                             per_rank: int) -> None:
     n_experts = n_ranks * per_rank * top_k
-    r = route_tokens(RouterConfig(kind="force_balanced"), tokens_per_rank=tokens,
+    r = route_tokens(RouterConfig(kind="exact_balanced"), tokens_per_rank=tokens,
                      n_ranks=n_ranks, n_experts=n_experts, top_k=top_k, seed=0, layer=0)
     per_source = tokens * top_k / n_experts
     assert r.tokens.min() == np.floor(per_source) and r.tokens.max() == np.ceil(per_source)

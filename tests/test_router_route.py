@@ -22,7 +22,7 @@ SMALL = {"tokens_per_rank": 4, "n_ranks": 2, "n_experts": 4, "top_k": 2, "seed":
 BIG = {"tokens_per_rank": 2048, "n_ranks": 4, "n_experts": 16, "top_k": 2, "seed": 3, "layer": 1}
 
 
-def test_force_balanced_contiguous_hand_computed() -> None:
+def test_exact_balanced_contiguous_hand_computed() -> None:
     r = route_tokens(BALANCED, **SMALL)
     # rank 0 tokens take experts (0,1),(2,3),(0,1),(2,3); rank 1 continues the cycle: the same
     assert r.tokens.tolist() == [[2, 2, 2, 2], [2, 2, 2, 2]]
@@ -33,14 +33,14 @@ def test_force_balanced_contiguous_hand_computed() -> None:
     assert r.popularity.tolist() == [0.25] * 4
 
 
-def test_force_balanced_round_robin_hand_computed() -> None:
-    r = route_tokens(RouterConfig(kind="force_balanced", placement="round_robin"), **SMALL)
+def test_exact_balanced_round_robin_hand_computed() -> None:
+    r = route_tokens(RouterConfig(kind="exact_balanced", placement="round_robin"), **SMALL)
     assert r.expert_to_rank.tolist() == [0, 1, 0, 1]
     assert r.rank_tokens.tolist() == [[4, 4], [4, 4]]
     assert r.rank_tokens_dedup.tolist() == [[4, 4], [4, 4]]  # each token hits both ranks
 
 
-def test_force_balanced_remainder_rotates() -> None:
+def test_exact_balanced_remainder_rotates() -> None:
     # 3 tokens x top-1 over 2 experts: rank 0 sends 0,1,0; rank 1 continues 1,0,1
     r = route_tokens(BALANCED, tokens_per_rank=3, n_ranks=2, n_experts=2, top_k=1, seed=0,
                      layer=0)
@@ -53,7 +53,7 @@ def test_capacity_hand_computed() -> None:
     # capacity = ceil(0.5 * 4 * 2 / 4) = 1; each rank wants 2 per expert -> keeps 1, drops 1.
     # Kept: every token's first choice before any second, earlier tokens first: tokens 0 and 1
     # keep both their experts (0,1 on rank 0; 2,3 on rank 1), tokens 2 and 3 lose both.
-    r = route_tokens(RouterConfig(kind="force_balanced", capacity_factor=0.5), **SMALL)
+    r = route_tokens(RouterConfig(kind="exact_balanced", capacity_factor=0.5), **SMALL)
     assert capacity_per_expert(0.5, 4, 2, 4) == 1
     assert r.tokens.tolist() == [[1, 1, 1, 1], [1, 1, 1, 1]]
     assert r.dropped.tolist() == [[1, 1, 1, 1], [1, 1, 1, 1]]
@@ -129,7 +129,7 @@ def test_different_seed_differs(kind: str) -> None:
     assert not (a.tokens == b.tokens).all()
 
 
-def test_force_balanced_ignores_seed() -> None:
+def test_exact_balanced_ignores_seed() -> None:
     a = route_tokens(BALANCED, **BIG)
     b = route_tokens(BALANCED, **{**BIG, "seed": 99, "layer": 7})
     assert (a.tokens == b.tokens).all() and (a.rank_tokens_dedup == b.rank_tokens_dedup).all()

@@ -61,7 +61,8 @@ def test_pp1_m1_equals_moe_stack_simulation() -> None:
     the MoE-stack replay of the same layers (same routing seed, same flows) ends; the
     DP/optimizer tail comes after. (With dp_overlap the gradient reduce-scatters share the
     fabric with the backward all-to-alls, so the two no longer match exactly.)"""
-    spec = _spec(ParallelLayout(ep=8, dp=8), lm_head=False, dp_overlap=False)
+    spec = _spec(ParallelLayout(ep=8, dp=8), lm_head=False, dp_overlap=False,
+                 recompute="none")  # the MoE-stack simulation recomputes nothing
     scn = Scenario(
         name="eq", model=spec.model, gpu="H100", fabric=DEFAULT_FABRIC,
         workload=WorkloadSpec(ep=8, layers=4, tokens_per_rank=SEQ, seq_len=SEQ),
@@ -236,9 +237,11 @@ def test_dualpipe_overlap_hides_all_to_all(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr("moesim.step.state.OVERLAP_DISPATCHER_SMS", 0)
     fabric = DUALPIPE_FABRIC
     lay = ParallelLayout(ep=8, dp=8)
+    # (no recompute: the overlap's mechanics alone)
     serial = run_step(_spec(lay, fabric=fabric, schedule="dualpipe", microbatches=3,
-                            fb_overlap=False))
-    overlap = run_step(_spec(lay, fabric=fabric, schedule="dualpipe", microbatches=3))
+                            fb_overlap=False, recompute="none"))
+    overlap = run_step(_spec(lay, fabric=fabric, schedule="dualpipe", microbatches=3,
+                             recompute="none"))
     assert overlap.step_time_s < serial.step_time_s * 0.97
     assert overlap.breakdown_s["a2a_exposed"] < 0.6 * serial.breakdown_s["a2a_exposed"]
     assert sum(overlap.breakdown_s.values()) == pytest.approx(overlap.step_time_s, rel=1e-9)

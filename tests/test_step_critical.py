@@ -20,7 +20,7 @@ from moesim.step.state import CATEGORIES, StepState
 
 RAIL2 = FabricSpec(preset="rail-h800-64", params=(("hosts", 2), ("gpu", "H100")),
                    multipath="dmodk", batch_window_rel=0.02)
-BALANCED = RouterConfig(kind="force_balanced")
+BALANCED = RouterConfig(kind="exact_balanced")
 
 
 def _walk(spec: StepSpec) -> tuple[StepState, CriticalPath]:

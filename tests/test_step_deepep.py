@@ -4,6 +4,7 @@ forwarding) as the step's all-to-all traffic (moesim.workload.deepep)."""
 from __future__ import annotations
 
 import dataclasses
+from math import comb
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from moesim.router import UNIFORM, route_tokens
 from moesim.scenario.schema import FabricSpec
 from moesim.step import StepSpec, run_step
 from moesim.step.plan import build_plan
+from moesim.workload.costs import token_bytes
 from moesim.workload.deepep import hierarchical_tokens
 
 TWO_HOSTS = FabricSpec(preset="rail-h800-64", params=(("hosts", 2),), multipath="dmodk",
@@ -88,3 +90,33 @@ def test_bad_dispatcher_setups_are_named() -> None:
         preset="rail-h800-64", params=(("hosts", 4), ("gpus_per_host", 4))))
     with pytest.raises(ConfigError, match="NVLink domains of 8"):
         run_step(spec)
+
+
+def _cross_node_dispatch_bytes(tp: int) -> tuple[float, float, int]:
+    """(cross-node dispatch bytes of layer 1 in the plan, hand arithmetic, per-node EP ranks)
+    for EP16 (etp 1) on 16 H800 ranks = 2 nodes, at TP ``tp`` (dp = 16 / tp)."""
+    model = dataclasses.replace(get_model("deepseek-v3"), num_layers=2,
+                                moe_layers=(False, True), n_group=1, topk_group=1)
+    spec = StepSpec(model=model, layout=ParallelLayout(tp=tp, ep=16, dp=16 // tp), gpu="H800",
+                    fabric=TWO_HOSTS, seq_len=1024, dispatcher="deepep")
+    per_node = spec.ep_ranks_per_node()
+    a2a = build_plan(spec).layers[1].a2a_bytes["dispatch"]
+    node_of = np.arange(16) // 8  # EP index i is global rank i (etp 1): 8 per node
+    cross = (a2a * (node_of[:, None] != node_of[None, :])).sum()
+    # Hand: each rank sends each of its tokens once to the other node iff >= 1 of its 8
+    # experts (of 256; 128 per node) lives there: P = 1 - C(128, 8) / C(256, 8); one FP8 token
+    # is hidden bytes (7168) plus 4 bytes of scale per 128 values (deepseek-v3 block FP8).
+    tokens = 1024 // tp
+    p_other = 1 - comb(128, 8) / comb(256, 8)
+    hand = 16 * tokens * p_other * token_bytes(7168, "fp8")
+    return float(cross), hand, per_node
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_deepep_cross_node_bytes_by_hand(tp: int) -> None:
+    """EP groups are runs of 8 consecutive ranks per node whatever tp is (expert grid), so
+    TP2 halves the tokens per rank (sequence parallel) but not the EP ranks per node."""
+    cross, hand, per_node = _cross_node_dispatch_bytes(tp)
+    assert per_node == 8
+    # 16 x 1024/tp tokens; the other-node indicator has sd <= 0.5: within 2% of the mean
+    assert cross == pytest.approx(hand, rel=0.02)

@@ -69,7 +69,7 @@ def check(copy: dict[str, Path], rel: str, old: str, new: str) -> tuple[str, str
 def test_the_copy_hashes_like_the_installed_tree(copy: dict[str, Path]) -> None:
     assert sha(copy) == fp.code_sha()
     names = [name for name, _ in fp.source_files()]
-    assert "engine.network" in names and "calibration" in names
+    assert "engine.network" in names and "calibration.kernels" in names
     assert "topologies.presets.hgx-h100" in names  # YAML data
     assert not any(n.startswith(("cli", "plots", "results.trace")) for n in names)
 
@@ -82,12 +82,12 @@ def test_a_cli_only_change_keeps_it(copy: dict[str, Path]) -> None:
 
 def test_wording_and_formatting_keep_it(copy: dict[str, Path]) -> None:
     doc = check(copy, "sim/engine/network.py", r'"""Flows on a fabric', '"""Flows, on a fabric')
-    comment = check(copy, "sim/calibration.py", r"\n", "\n# a new comment\n\n")
+    comment = check(copy, "sim/calibration/kernels.py", r"\n", "\n# a new comment\n\n")
     assert doc[0] == doc[1] and comment[0] == comment[1]
 
 
 def test_a_calibration_constant_changes_it(copy: dict[str, Path]) -> None:
-    before, after = check(copy, "sim/calibration.py", r"KERNEL_LAUNCH_OVERHEAD_S = 3\.0e-6",
+    before, after = check(copy, "sim/calibration/kernels.py", r"KERNEL_LAUNCH_OVERHEAD_S = 3\.0e-6",
                           "KERNEL_LAUNCH_OVERHEAD_S = 4.0e-6")
     assert before != after
 

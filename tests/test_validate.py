@@ -10,13 +10,10 @@ from click.testing import CliRunner
 from moesim.cli.validate import validate
 from moesim.errors import ConfigError
 from moesim.model import get_model
+from moesim.results.band import BAND_FILE, error_band
 from moesim.validate import CASES, Case, judge, register_runner, render_table, run_case, run_cases
-from moesim.validate.step import (
-    DEEPSEEK_MEASURED_COST_RATIO,
-    MEASURED_OVERPREDICTION,
-    megatron_v09_flops,
-    simulate_mixtral,
-)
+from moesim.validate.bandfile import band_from_results
+from moesim.validate.step import megatron_v09_flops, simulate_mixtral
 from moesim.validate.table import FAIL, NOT_SIMULABLE, PASS, CaseResult
 
 STEP = "Mixtral 8x7B, 64x H100, TP1 EP8 PP4 VPP8"
@@ -24,16 +21,41 @@ STEP = "Mixtral 8x7B, 64x H100, TP1 EP8 PP4 VPP8"
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, CaseResult]:
-    """Every case once (the Mixtral step simulates 64 GPUs: ~1 min)."""
-    return {r.name: r for r in run_cases()}
+    """Every case once, on 2 processes (the Mixtral step simulates 64 GPUs: ~1 min)."""
+    return {r.name: r for r in run_cases(jobs=2)}
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])
-def test_case_within_tolerance(results: dict[str, CaseResult], name: str) -> None:
+def test_every_case_is_simulated(results: dict[str, CaseResult], name: str) -> None:
     r = results[name]
     assert r.predicted is not None and r.error_pct is not None
-    assert abs(r.error_pct) <= r.tolerance_pct, f"{name}: {r.error_pct:+.1f}%"
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES if c.group == "consistency"
+                                  and c.scope != "end_to_end"])
+def test_consistency_case_within_tolerance(results: dict[str, CaseResult], name: str) -> None:
+    """The machinery between a calibration constant and its own figure loses nothing.
+    (Out-of-sample cases are predictions: their errors are reported and pinned in the band
+    file, below, not asserted to pass.)"""
+    r = results[name]
+    assert r.error_pct is not None and abs(r.error_pct) <= r.tolerance_pct, r.error_pct
     assert r.status == PASS
+
+
+def test_band_file_is_the_live_validation(results: dict[str, CaseResult]) -> None:
+    """band.json (what reports quote) holds the errors this code gives now: regenerate it
+    with ``moesim validate --write-band`` when a change moves a case."""
+    import json
+
+    stored = json.loads(BAND_FILE.read_text())["errors_pct"]
+    for name, err in stored.items():
+        live = results[name].error_pct
+        assert live is not None and live == pytest.approx(err, abs=0.5), name
+    for path in ("fast", "full"):
+        live_band, filed = band_from_results(path, results.values()), error_band(path)
+        assert live_band.cases == filed.cases and live_band.n == filed.n
+        if filed.n:
+            assert live_band.bias_pct == pytest.approx(filed.bias_pct, abs=0.5)
 
 
 def test_checkpoint_counts_pinned(results: dict[str, CaseResult]) -> None:
@@ -56,9 +78,6 @@ def test_mixtral_step_simulated(results: dict[str, CaseResult]) -> None:
     flops = megatron_v09_flops(get_model("mixtral-8x7b"), 256, 4096)
     assert r.predicted == tflops == pytest.approx(flops / step.step_time_s / 64 / 1e12)
     assert tflops > step.tflops_per_gpu  # the causal count is 4% smaller
-    # The recorded known error that reports quote is the live one.
-    assert r.published is not None
-    assert r.predicted / r.published == pytest.approx(MEASURED_OVERPREDICTION, rel=0.005)
 
 
 def test_training_cost_is_gpu_hours_per_trillion_tokens(results: dict[str, CaseResult]
@@ -71,9 +90,6 @@ def test_training_cost_is_gpu_hours_per_trillion_tokens(results: dict[str, CaseR
     assert step.mode == "fast" and r.predicted == hours
     assert hours == pytest.approx(step.step_time_s * 2048 / 3600 * 1e12 / (15360 * 4096))
     assert "MTP" in r.detail  # what is not modelled stays in the record
-    # The recorded ratio that reports quote is the live one.
-    assert r.published is not None
-    assert r.predicted / r.published == pytest.approx(DEEPSEEK_MEASURED_COST_RATIO, rel=0.005)
 
 
 def test_every_case_has_a_source_and_unique_name() -> None:
@@ -90,8 +106,8 @@ def test_judge_by_hand() -> None:
 
 
 def test_bad_cases_and_runners() -> None:
-    with pytest.raises(ConfigError, match="allowed: validation, consistency"):
-        Case("x", "params", (), 1.0, "u", 0.1, "s", check="maybe")
+    with pytest.raises(ConfigError, match="allowed: consistency, out_of_sample"):
+        Case("x", "params", (), 1.0, "u", 0.1, "s", group="maybe")
     with pytest.raises(ConfigError, match="must be > 0"):
         Case("x", "params", (), 0.0, "u", 0.1, "s")
     with pytest.raises(ConfigError, match="duplicate"):
@@ -105,6 +121,8 @@ def test_render_table_columns() -> None:
     text = render_table([judge(case, 110.0, "d")], show_detail=True)
     assert "c1" in text and "+10.0%" in text and "15%" in text and "somewhere" in text
     assert "1 pass, 0 fail" in text and "    d" in text
+    assert "OUT-OF-SAMPLE" in text and "CONSISTENCY" not in text
+    assert "accounting   n 1, bias +10.0%, median |err| 10.0%, max |err| 10.0%" in text
 
 
 def test_cli_table_and_exit_status() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import networkx as nx
 
 from moesim import topologies
-from moesim.calibration import link_achievable_fraction
+from moesim.calibration import UNCONGESTED_FACTOR, link_achievable_fraction
 from moesim.engine.fabric import Fabric, fabric_from_graph
 from moesim.errors import ConfigError
 from moesim.fabric.spec import FabricSpec
@@ -19,7 +19,6 @@ from moesim.fabric.spec import FabricSpec
 CORE_TIERS = ("leaf_spine", "spine_core")
 """Link tiers inside the switched fabric (not a GPU's own NVLink, PCIe or NIC port)."""
 
-UNCONGESTED_FACTOR = 1e3
 
 
 def build_graph(spec: FabricSpec) -> nx.DiGraph:

@@ -39,6 +39,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from moesim.calibration import (
+    GRAD_BYTES_PER_PARAM,
+    HBM_RESERVE_FRACTION,
+    OPTIMIZER_STATE_BYTES_PER_PARAM,
+    WORKSPACE_BYTES,
+)
 from moesim.errors import ConfigError
 from moesim.model.accounting import embedding_params, layer_params, mtp_module_params
 from moesim.model.activations import RECOMPUTE_MODES, layer_activation_bytes, logits_bytes
@@ -46,11 +52,14 @@ from moesim.model.config import ModelConfig
 from moesim.parallel.layout import ParallelLayout
 
 GIB = 2**30
+RECOMPUTE_ORDER = ("selective", "full")
+"""Tried in this order until the layout fits (``moesim plan memory``, the design search and
+the step's ``recompute: auto``): selective first (Megatron's core-attention recompute; a flash
+kernel keeps no score matrix either), then full."""
 WEIGHT_BYTES = {"bf16": 2, "fp8": 1}
-GRAD_BYTES = 4
-OPTIMIZER_BYTES = 12
+GRAD_BYTES = GRAD_BYTES_PER_PARAM  # moesim.calibration
+OPTIMIZER_BYTES = OPTIMIZER_STATE_BYTES_PER_PARAM  # moesim.calibration
 SCHEDULES = ("1f1b", "interleaved", "dualpipe")
-WORKSPACE_BYTES = 3 * GIB  # ~0.5 CUDA context + ~0.5 cuBLAS/TE workspaces + ~2 NCCL buffers
 
 
 @dataclass(frozen=True)
@@ -258,6 +267,23 @@ def _buffer_bytes(cfg: ModelConfig, layout: ParallelLayout, seq_len: int, mbs: i
     if schedule == "dualpipe":
         a2a *= 2
     return WORKSPACE_BYTES + a2a
+
+
+def choose_recompute(
+    cfg: ModelConfig, layout: ParallelLayout, *, seq_len: int, micro_batch_size: int,
+    num_microbatches: int, hbm_bytes: float, precision: str = "bf16", schedule: str = "1f1b",
+    reserve_fraction: float = HBM_RESERVE_FRACTION,
+) -> tuple[str, MemoryBudget, Fit]:
+    """The first recompute of :data:`RECOMPUTE_ORDER` whose budget fits ``hbm_bytes`` (the
+    last one, not fitting, when none does): (recompute, its budget, the verdict)."""
+    for recompute in RECOMPUTE_ORDER:
+        budget = state_memory(cfg, layout, seq_len=seq_len, micro_batch_size=micro_batch_size,
+                              num_microbatches=num_microbatches, recompute=recompute,
+                              precision=precision, schedule=schedule)
+        verdict = fits(budget, hbm_bytes, reserve_fraction)
+        if verdict.ok:
+            break
+    return recompute, budget, verdict
 
 
 def fits(budget: MemoryBudget, gpu_hbm_bytes: float, reserve_fraction: float = 0.1) -> Fit:

@@ -45,6 +45,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moesim.calibration import (
+    CP_EXPOSED_FRACTION,
+    HBM_ACHIEVABLE_FRACTION,
+    OPTIMIZER_STEP_BYTES_PER_PARAM,
+)
 from moesim.hardware import GpuSpec, gemm_efficiency
 from moesim.model import ModelConfig, flops_per_token
 from moesim.parallel.memory import stage_params
@@ -55,8 +60,8 @@ from moesim.step.spec import GRAD_REDUCE_BYTES
 from moesim.workload.costs import LayerShape, experts_s, token_bytes
 
 BWD_SHARE = 2.0 / 3.0  # backward = 2 of the 3 forward-equivalents of a micro-batch's GEMMs
-CP_EXPOSED = 0.5  # assumption: ring-attention K/V passes half hidden behind attention
-OPTIMIZER_BYTES_PER_PARAM = 30.0  # read grad 4, read+write master/m/v 24, write bf16 2
+CP_EXPOSED = CP_EXPOSED_FRACTION  # moesim.calibration (assumption)
+OPTIMIZER_BYTES_PER_PARAM = OPTIMIZER_STEP_BYTES_PER_PARAM  # moesim.calibration
 BF16 = 2
 
 
@@ -202,7 +207,7 @@ def _dp_and_optimizer_s(model: ModelConfig, gpu: GpuSpec, cand: Candidate,
             rs_s += ring_s * GRAD_REDUCE_BYTES["fp32"]
             ag_s += ring_s * BF16
     shard = dense / (lay.dp * lay.cp) + expert / lay.edp
-    opt_s = shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_GBps * 1e9 * 0.84)
+    opt_s = shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_GBps * 1e9 * HBM_ACHIEVABLE_FRACTION)
     return rs_s, ag_s, opt_s
 
 

@@ -24,12 +24,11 @@ from collections import defaultdict
 
 import numpy as np
 
+from moesim.calibration import HOT_RATIO
 from moesim.results.result import CollectiveStat, Straggler
 from moesim.runner.group import Simulation
 from moesim.workload.moe_stack import Phase
 
-HOT_RATIO = 1.1
-"""A rank whose share of the bytes or tokens is this far above the mean counts as hot."""
 RECEIVER_HOT = ("dispatch", "combine_bwd")  # bytes flow towards the experts' rank
 
 

@@ -1,7 +1,7 @@
 """MoE token router: per layer and micro-batch, which tokens go to which experts and ranks.
 
 >>> from moesim.router import RouterConfig, route_tokens
->>> r = route_tokens(RouterConfig(kind="force_balanced"), tokens_per_rank=4, n_ranks=2,
+>>> r = route_tokens(RouterConfig(kind="exact_balanced"), tokens_per_rank=4, n_ranks=2,
 ...                  n_experts=4, top_k=2, seed=0, layer=0)
 >>> r.tokens.tolist(), r.rank_tokens.tolist()
 ([[2, 2, 2, 2], [2, 2, 2, 2]], [[4, 4], [4, 4]])
@@ -9,7 +9,14 @@
 
 from __future__ import annotations
 
-from moesim.router.config import BALANCED, HOT_1X4, UNIFORM, ZIPF_1, RouterConfig
+from moesim.router.config import (
+    BALANCED,
+    FORCE_BALANCED,
+    HOT_1X4,
+    UNIFORM,
+    ZIPF_1,
+    RouterConfig,
+)
 from moesim.router.groups import sample_group_limited
 from moesim.router.metrics import imbalance
 from moesim.router.placement import place_experts, placement_names, register_placement
@@ -31,6 +38,7 @@ from moesim.router.sampling import sample_topk
 
 __all__ = [
     "BALANCED",
+    "FORCE_BALANCED",
     "HOT_1X4",
     "UNIFORM",
     "ZIPF_1",

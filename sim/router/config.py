@@ -1,7 +1,9 @@
 """Router configuration: which popularity model, how it is resampled, capacity and placement.
 
 Megatron-LM knobs modelled here (Megatron-LM arguments, ``megatron/training/arguments.py``):
-``--moe-router-force-load-balancing`` (kind ``force_balanced``), ``--moe-router-force-biased <std>``
+``--moe-router-force-load-balancing`` (kind ``force_balanced``: random logits, so a uniformly
+random top_k per token; ``exact_balanced`` is the deterministic exactly-balanced variant for
+hand-worked tests), ``--moe-router-force-biased <std>``
 (kind ``force_biased``: normal random bias on the router logits; a positive std draws a new bias
 every forward, a negative std one bias per layer, reused), ``--moe-expert-capacity-factor``
 (unset = dropless; else capacity per expert = ceil(factor x tokens x top_k / experts)).
@@ -93,8 +95,10 @@ class RouterConfig:
 
 UNIFORM = RouterConfig()
 """Every expert equally popular; imbalance only from token sampling."""
-BALANCED = RouterConfig(kind="force_balanced")
-"""Exactly balanced counts: the counterfactual that imbalance is measured against."""
+BALANCED = RouterConfig(kind="exact_balanced")
+"""Exactly balanced counts (consecutive experts per token): for hand-worked cases."""
+FORCE_BALANCED = RouterConfig(kind="force_balanced")
+"""Megatron's --moe-router-force-load-balancing: random logits, uniform top_k per token."""
 ZIPF_1 = RouterConfig(kind="zipf", alpha=1.0)
 """Zipf(1) popularity, fixed per layer."""
 HOT_1X4 = RouterConfig(kind="hot", hot_experts=1, hot_factor=4.0)

@@ -7,8 +7,20 @@ top_k experts without repeats proportional to p (see ``sampling``). Models:
 - ``zipf``: p_e ~ 1 / r_e^alpha, r = a random per-draw ranking of the experts (alpha 0 = uniform).
 - ``hot``: ``hot_experts`` experts, chosen at random, are ``hot_factor`` x as popular as the rest.
 - ``dirichlet``: p ~ Dirichlet(concentration, ..., concentration).
-- ``force_balanced``: exact balanced counts, no sampling (Megatron
-  ``--moe-router-force-load-balancing`` used as the balanced counterfactual).
+- ``force_balanced``: Megatron ``--moe-router-force-load-balancing``: the router's logits are
+  replaced by i.i.d. standard normals (``RandomSTE.forward``: ``logits.clone().normal_()``,
+  megatron/core/transformer/moe/moe_utils.py, Megatron-LM core_r0.12 onward), then routed as
+  usual: top_k of them, so each token takes a uniformly random k-subset of the experts, balanced
+  in expectation, with sampling noise. That is the uniform sampler (group limits apply, as in
+  Megatron where the random logits then go through group-limited top-k; here groups are
+  picked in proportion to their mass, which for equal experts is uniform over groups). For
+  top-8 of 256 over EP64 a token reaches 7.68 EP ranks and, over 8 nodes, 5.29 nodes
+  (expected values; tests/test_router_spread.py).
+- ``exact_balanced``: exact balanced counts, no sampling: every source rank sends floor or
+  ceil(tokens x top_k / E) to every expert, the assignments walking the experts cyclically, so
+  each token's experts are *consecutive* (it reaches 1-2 EP ranks, not the ~7.5 of a real or
+  force-balanced router): for hand-worked tests and counts, never for the bytes of a
+  deduplicating dispatcher.
 - ``force_biased``: p ~ exp(b), b_e ~ Normal(0, |bias_std|) (Megatron ``--moe-router-force-biased``:
   bias_std > 0 draws a new bias every forward, < 0 one bias per layer, reused).
 
@@ -64,7 +76,7 @@ class PopularityModel:
     name: str
     draw: DrawFn
     sampled: bool = True
-    """False: token counts are set exactly (force_balanced), not sampled from p."""
+    """False: token counts are set exactly (exact_balanced), not sampled from p."""
 
 
 _MODELS: dict[str, PopularityModel] = {}
@@ -122,7 +134,8 @@ register_popularity(PopularityModel("uniform", _uniform))
 register_popularity(PopularityModel("zipf", _zipf))
 register_popularity(PopularityModel("hot", _hot))
 register_popularity(PopularityModel("dirichlet", _dirichlet))
-register_popularity(PopularityModel("force_balanced", _uniform, sampled=False))
+register_popularity(PopularityModel("force_balanced", _uniform))
+register_popularity(PopularityModel("exact_balanced", _uniform, sampled=False))
 register_popularity(PopularityModel("force_biased", _force_biased))
 
 

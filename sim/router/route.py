@@ -63,7 +63,7 @@ def balanced_assignments(
     All assignments, in (rank, token, slot) order, walk the experts cyclically, so each source
     rank sends floor or ceil(tokens x top_k / E) to every expert, the remainders rotate over the
     experts rank after rank, and each token's top_k experts are consecutive, hence distinct.
-    Group limits are not applied (force_balanced replaces the router).
+    Group limits are not applied (exact_balanced replaces the router).
 
     >>> balanced_assignments(2, 3, 2, 4).tolist()
     [[[0, 1], [2, 3], [0, 1]], [[2, 3], [0, 1], [2, 3]]]

@@ -17,7 +17,7 @@ FFN is split over the ETP group (``1/(ep*etp)`` of the expert parameters per GPU
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 import numpy as np
@@ -57,6 +57,15 @@ class LayerPlan:
     core_fwd_s: float = 0.0  # attention core, part of the attention block (ring attention)
     core_bwd_s: float = 0.0
     etp_bytes: dict[str, np.ndarray] | None = None  # a2a phase -> [ep coord] ETP ring buffer
+    recompute_s: np.ndarray | None = None  # [ep coord] (MoE) or [1] (dense): forward compute
+    # run again before this layer's backward (StepSpec.recompute); None = no recompute
+
+    def recompute_time_s(self, ep_coord: int) -> float:
+        """Seconds of forward compute this layer runs again before its backward on EP
+        coordinate ``ep_coord`` (0 without recompute)."""
+        if self.recompute_s is None:
+            return 0.0
+        return float(self.recompute_s[ep_coord if self.moe is not None else 0])
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,21 @@ def _a2a_bytes(spec: StepSpec, routing: RoutingResult) -> dict[str, np.ndarray]:
         ph: (tokens.T if ph in A2A_TRANSPOSED else tokens) * wire.per_token(ph)
         for ph in ("dispatch", "combine", "combine_bwd", "dispatch_bwd")
     }
+
+
+def _with_recompute(layer: LayerPlan, recompute: str) -> LayerPlan:
+    """``layer`` with the forward compute that ``recompute`` runs again before its backward:
+    selective = the attention core; full = every forward kernel of the layer."""
+    if recompute == "none":
+        return layer
+    if recompute == "selective":
+        again = np.full(1 if layer.moe is None else layer.moe.attn_fwd.size, layer.core_fwd_s)
+    elif layer.moe is None:
+        again = np.array([layer.dense_fwd_s])
+    else:
+        c = layer.moe
+        again = c.attn_fwd + c.router + c.experts_fwd + c.unpermute + layer.ffn_fwd_s
+    return replace(layer, recompute_s=np.asarray(again, dtype=float))
 
 
 def _dense_layer(gpu: GpuSpec, shape: LayerShape, index: int,
@@ -218,9 +242,10 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
     core = attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True)
     shared = _shared_experts_s(spec, gpu, shape)
     priced: dict[int, tuple[RoutingResult, LayerCosts]] = {}
+    recompute = spec.resolved_recompute()
     layers = [
-        _moe_layer(spec, gpu, shape, i, core, shared, route, priced) if model.moe_layers[i]
-        else _dense_layer(gpu, shape, i, core)
+        _with_recompute(_moe_layer(spec, gpu, shape, i, core, shared, route, priced)
+                        if model.moe_layers[i] else _dense_layer(gpu, shape, i, core), recompute)
         for i in range(model.num_layers)
     ]
     chunks = chunk_layers(spec.layout, model.num_layers)

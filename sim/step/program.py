@@ -8,7 +8,9 @@ Per pass (see :mod:`moesim.schedule` for the orders):
   combine a2a -> unpermute (as :mod:`moesim.workload.moe_stack`); dense layer: attention + FFN.
   The last virtual stage also runs the LM head.
 * B: the mirror image with the gradients: combine_bwd a2a -> experts_bwd -> dispatch_bwd a2a
-  -> attn_bwd per MoE layer, in reverse layer order.
+  -> attn_bwd per MoE layer, in reverse layer order; each layer first runs again the forward
+  compute its activation recompute needs (``StepSpec.recompute``: the memory plan's choice by
+  default; ``LayerPlan.recompute_s``).
 * An FB op (DualPipe-style) with ``spec.fb_overlap`` runs its F and its B as two concurrent
   processes that share the rank's compute (a capacity-1 resource, FIFO), so one pass's
   all-to-all waits hide behind the other's compute. The all-to-all kernels hold
@@ -153,8 +155,9 @@ def _fused_moe(st: StepState, rank: int, layer: LayerPlan, mb: int, backward: bo
     e, c = st.coords[rank]["ep"], layer.moe
     assert c is not None
     steps: tuple[tuple[str, float], ...] = (
-        (("combine_bwd", 0.0), ("", float(c.experts_bwd[e])), ("dispatch_bwd", 0.0),
-         ("", float(c.attn_bwd[e]))) if backward else
+        (("", layer.recompute_time_s(e)), ("combine_bwd", 0.0),
+         ("", float(c.experts_bwd[e])), ("dispatch_bwd", 0.0), ("", float(c.attn_bwd[e])))
+        if backward else
         (("", float(c.attn_fwd[e]) + float(c.router[e])), ("dispatch", 0.0),
          ("", float(c.experts_fwd[e])), ("combine", 0.0), ("", float(c.unpermute[e]))))
     row, slow, a2a = st.ledger[rank], float(st.slowdown[rank]), CATEGORIES.index("a2a_exposed")
@@ -197,6 +200,9 @@ def _layer_bwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated
     if _fusable(st, rank, layer):
         yield from _fused_moe(st, rank, layer, mb, backward=True)
         return
+    again_s = layer.recompute_time_s(st.coords[rank]["ep"])
+    if again_s:
+        yield from _compute(st, rank, again_s)
     if layer.moe is None:
         yield from _tp_block(st, rank, (*key, "ffn"), layer.ffn_bwd_s)
         yield from _attention(st, rank, layer, key, layer.dense_bwd_s - layer.ffn_bwd_s)

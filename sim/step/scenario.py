@@ -43,7 +43,7 @@ TOP_KEYS = [
     "name", "description", "seed", "model", "gpu", "fabric", "layout", "schedule",
     "global_batch", "micro_batch_size", "seq_len", "router", "dispatch_dtype",
     "combine_dtype", "grad_reduce_dtype", "compute_dtype", "dispatcher", "dedup", "lm_head",
-    "dp_overlap", "fb_overlap", "slow_gpus", "mode",
+    "dp_overlap", "fb_overlap", "slow_gpus", "mode", "recompute",
 ]
 FLAGS = ("dedup", "lm_head", "dp_overlap", "fb_overlap")
 
@@ -93,6 +93,7 @@ def step_from_dict(data: object, default_name: str = "step") -> StepScenario:
         dispatcher=check_type(top.get("dispatcher", "alltoall"), str, "step.dispatcher"),
         slow_gpus=slow_gpus_from_dict(top.get("slow_gpus", {})),
         seed=check_type(top.get("seed", 0), int, "step.seed"),
+        recompute=check_type(top.get("recompute", "auto"), str, "step.recompute"),
         **_flags(top),
     )
     return StepScenario(

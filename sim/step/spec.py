@@ -16,6 +16,7 @@ from moesim.errors import ConfigError
 from moesim.hardware import get_gpu
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
+from moesim.parallel.memory import RECOMPUTE_ORDER, choose_recompute
 from moesim.router import RouterConfig
 from moesim.scenario.schema import FabricSpec
 from moesim.schedule import build_schedule
@@ -39,6 +40,17 @@ GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 default: with ``--bf16`` and without ``--grad-reduce-in-bf16`` (default off) it sets
 ``accumulate_allreduce_grads_in_fp32``, so the fp32 ``main_grad`` buffers are what the
 distributed optimizer reduce-scatters (megatron/training/arguments.py)."""
+
+RECOMPUTES = ("auto", "none", *RECOMPUTE_ORDER)
+"""Activation recompute the step runs in each backward pass. ``auto``: what the memory plan
+chooses for this layout (:func:`moesim.parallel.memory.choose_recompute`, the rule
+``moesim plan memory`` applies: selective if it fits the GPU's HBM, else full), with the step's
+own schedule and precision. ``selective``: Megatron ``--recompute-granularity selective``
+(default module ``core_attn``): each layer's attention core forward runs again before its
+backward. ``full``: ``--recompute-granularity full --recompute-method uniform
+--recompute-num-layers 1``: each layer's whole forward compute runs again (attention, router,
+experts, unpermute); the all-to-alls that Megatron's full recompute also re-runs are not
+simulated again (an underestimate of its cost). ``none``: nothing is recomputed."""
 
 DEFAULT_FABRIC = FabricSpec(preset="hgx-h100", multipath="dmodk", batch_window_rel=0.02)
 """D-mod-K routing (InfiniBand fat trees route by destination) and 2% finish batching, as the
@@ -73,6 +85,21 @@ class StepSpec:
     fb_overlap: bool = True  # FB ops (dualpipe) overlap one pass's a2a with the other's compute
     slow_gpus: tuple[tuple[int, float], ...] = ()  # (rank = GPU, factor >= 1) on every kernel
     seed: int = 0
+    recompute: str = "auto"  # activation recompute (RECOMPUTES); auto = the memory plan's
+
+    def resolved_recompute(self) -> str:
+        """The recompute the step runs: ``recompute`` unless ``auto``, then the memory plan's
+        choice for this layout, schedule and precision on this GPU's HBM."""
+        if self.recompute != "auto":
+            return self.recompute
+        # DualPipe on one stage is 1F1B (the memory model wants DualPipe's pp even)
+        odd_dualpipe = self.schedule == "dualpipe" and self.layout.pp % 2
+        chosen, _, _ = choose_recompute(
+            self.model, self.layout, seq_len=self.seq_len,
+            micro_batch_size=self.micro_batch_size, num_microbatches=self.microbatches,
+            hbm_bytes=get_gpu(self.gpu).hbm_bytes, precision=self.compute_dtype,
+            schedule="1f1b" if odd_dualpipe else self.schedule)
+        return chosen
 
     def __post_init__(self) -> None:
         for name in ("microbatches", "micro_batch_size", "seq_len"):
@@ -90,6 +117,9 @@ class StepSpec:
             if self.layout.etp > 1:
                 raise ConfigError("step.dispatcher", "deepep is modelled with etp = 1 only")
             self.ep_ranks_per_node()
+        if self.recompute not in RECOMPUTES:
+            raise ConfigError("step.recompute", f"unknown {self.recompute!r}; allowed: "
+                              + ", ".join(RECOMPUTES))
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise ConfigError("step.compute_dtype", f"unknown {self.compute_dtype!r}; allowed: "
                               + ", ".join(COMPUTE_DTYPES))
@@ -107,11 +137,16 @@ class StepSpec:
         self.ops()  # schedule constraints (ConfigError from moesim.schedule)
 
     def ep_ranks_per_node(self) -> int:
-        """EP ranks of one EP group in one NVLink domain (Megatron order tp-cp-ep-dp-pp: EP
-        ranks are tp x cp global ranks apart), at most ep; ``deepep`` needs it to divide ep."""
+        """EP ranks of one EP group in one NVLink domain, at most ep; ``deepep`` needs it to
+        divide ep. EP groups live on the expert grid ETP x EP x EDP x PP (Megatron's expert
+        RankGenerator, folded onto the ranks separately from tp-cp-ep-dp-pp): EP ranks are
+        ``etp`` global ranks apart whatever tp and cp are, so a domain of 8 GPUs holds
+        8 / etp of them (ranks map onto GPUs in order). Counted from rank 0's EP group."""
         lay = self.layout
-        per_node = max(1, min(lay.ep, get_gpu(self.gpu).nvlink_domain // (lay.tp * lay.cp)))
-        if lay.ep % per_node:
+        domain = get_gpu(self.gpu).nvlink_domain
+        members = np.asarray(lay.group_of("ep", 0)) // domain
+        per_node = int(np.count_nonzero(members == members[0]))
+        if lay.ep % per_node or np.any(np.bincount(members)[np.unique(members)] != per_node):
             raise ConfigError("step.dispatcher", f"deepep needs whole NVLink domains per EP "
                               f"group: {per_node} EP ranks per domain do not divide "
                               f"ep={lay.ep}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from moesim.calibration import OVERLAP_DISPATCHER_SMS
+from moesim.calibration import OPTIMIZER_STEP_BYTES_PER_PARAM, OVERLAP_DISPATCHER_SMS
 from moesim.collectives.alltoall import AllToAll
 from moesim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_scatter
 from moesim.engine.network import FlowNetwork
@@ -25,9 +25,7 @@ from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
 CATEGORIES = ("compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer",
               "cp_exposed")
 PARAM_BYTES = 2  # bf16 parameters all-gathered after the step
-OPTIMIZER_BYTES_PER_PARAM = 30.0
-"""Adam with fp32 master weights, per parameter of the local shard: read master param, m, v,
-fp32 grad (16 B), write param, m, v (12 B), write the bf16 copy (2 B)."""
+OPTIMIZER_BYTES_PER_PARAM = OPTIMIZER_STEP_BYTES_PER_PARAM  # moesim.calibration
 
 Generated = Generator[simpy.Event, object, None]
 Where = tuple[str, int, int, int, str]

@@ -28,21 +28,6 @@ from moesim.scenarios import resolve
 from moesim.step import StepResult, StepSpec, run_step
 from moesim.step.scenario import load_step_file
 
-MEASURED_OVERPREDICTION = 528.8 / 468.0
-"""Predicted / published TFLOP/s of this case as ``moesim validate`` printed it on 2026-12-03
-(+13.0 %; +29.4 % before GEMMs and attention ran at the sustained, power-limited throughput,
-:func:`moesim.calibration.sustained_fraction`). A record of the model's known error, not an
-input to it: tests/test_validate.py keeps it within 0.5 % of the live result, and reports
-quote it so a simulated step time is read as optimistic by about that much
-(:mod:`moesim.plan.report`)."""
-
-
-DEEPSEEK_MEASURED_COST_RATIO = 181.8e3 / 180e3
-"""Predicted / published H800 GPU-hours per trillion tokens of the DeepSeek-V3 case as
-``moesim validate`` printed it on 2026-12-03 (+1.0 %: the model is that much *slower* than the
-measured run). A record, not an input: tests/test_validate.py keeps it within 0.5 % of the live
-result; reports quote it beside :data:`MEASURED_OVERPREDICTION`."""
-
 
 def megatron_v09_flops(model: ModelConfig, sequences: int, seq_len: int) -> float:
     """Megatron-LM ``num_floating_point_operations`` (2024, MCore v0.8/v0.9) of one step.

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from moesim.validate.cases import Case
+from moesim.validate.cases import GROUPS, SCOPES, Case
+from moesim.validate.stats import error_stats
 
 PASS, FAIL, NOT_SIMULABLE = "pass", "FAIL", "n/a"
 
@@ -21,9 +22,13 @@ class CaseResult:
     error_pct: float | None
     tolerance_pct: float
     status: str
-    check: str
+    group: str
     source: str
     detail: str
+    scope: str = "accounting"
+    generation: str = "-"
+    path: str = ""
+    tolerance_why: str = ""
 
     @property
     def passed(self) -> bool:
@@ -33,13 +38,15 @@ class CaseResult:
 def judge(case: Case, predicted: float | None, detail: str) -> CaseResult:
     """Compare ``predicted`` with ``case.published`` within its tolerance."""
     tol_pct = case.tolerance_rel * 100.0
+    tail = dict(scope=case.scope, generation=case.generation, path=case.path,
+                tolerance_why=case.tolerance_why)
     if predicted is None:
         return CaseResult(case.name, None, case.published, case.unit, None, tol_pct,
-                          NOT_SIMULABLE, case.check, case.source, detail or case.note)
+                          NOT_SIMULABLE, case.group, case.source, detail or case.note, **tail)
     err = (predicted - case.published) / case.published * 100.0
     status = PASS if abs(err) <= tol_pct else FAIL
     return CaseResult(case.name, float(predicted), case.published, case.unit, err, tol_pct,
-                      status, case.check, case.source, detail)
+                      status, case.group, case.source, detail, **tail)
 
 
 def _num(value: float | None) -> str:
@@ -50,15 +57,13 @@ def _num(value: float | None) -> str:
     return f"{value:.1f}"
 
 
-def render_table(results: list[CaseResult], *, show_detail: bool = False) -> str:
-    """A fixed-width text table: case, predicted, published, error, tolerance, verdict, source."""
+def _rows(results: list[CaseResult], show_detail: bool) -> list[str]:
     head = ("case", "predicted", "published", "unit", "error", "tol", "result", "source")
     rows = [head]
     for r in results:
         err = "-" if r.error_pct is None else f"{r.error_pct:+.1f}%"
-        verdict = r.status if r.check == "validation" else f"{r.status} (consistency)"
         rows.append((r.name, _num(r.predicted), _num(r.published), r.unit, err,
-                     f"{r.tolerance_pct:.0f}%", verdict, r.source))
+                     f"{r.tolerance_pct:.0f}%", r.status, r.source))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
     lines = []
     for i, row in enumerate(rows):
@@ -68,11 +73,44 @@ def render_table(results: list[CaseResult], *, show_detail: bool = False) -> str
             lines.append("  ".join("-" * w for w in widths) + "  ------")
         elif show_detail and results[i - 1].detail:
             lines.append(" " * 4 + results[i - 1].detail)
+    return lines
+
+
+def _stats_lines(results: list[CaseResult]) -> list[str]:
+    """Per scope, and per GPU generation of the end-to-end cases, the error statistics."""
+    scored = [r for r in results if r.error_pct is not None]
+    lines = []
+    for scope in SCOPES:
+        errs = [r.error_pct for r in scored if r.scope == scope]
+        if errs:
+            lines.append(f"  {scope:<12} {error_stats(errs).line()}")
+    e2e = [r for r in scored if r.scope == "end_to_end"]
+    for gen in sorted({r.generation for r in e2e}):
+        errs = [r.error_pct for r in e2e if r.generation == gen]
+        lines.append(f"  end_to_end on {gen}: {error_stats(errs).line()}")
+    return lines
+
+
+_TITLES = {"consistency": "CONSISTENCY (the model reproduces its own calibration inputs, or a "
+                          "constant was chosen with the case in view)",
+           "out_of_sample": "OUT-OF-SAMPLE (measurements that chose no constant)"}
+
+
+def render_table(results: list[CaseResult], *, show_detail: bool = False) -> str:
+    """The two groups apart: each a fixed-width table (case, predicted, published, error,
+    tolerance, verdict, source), then its count, bias, median and max |error| per scope and
+    per GPU generation of the end-to-end cases."""
+    lines: list[str] = []
+    for group in GROUPS:
+        members = [r for r in results if r.group == group]
+        if not members:
+            continue
+        lines += ["", _TITLES[group], *_rows(members, show_detail), *_stats_lines(members)]
     n_pass = sum(r.passed for r in results)
     n_fail = sum(r.status == FAIL for r in results)
     n_na = sum(r.status == NOT_SIMULABLE for r in results)
     lines.append(f"\n{n_pass} pass, {n_fail} fail, {n_na} not yet simulable")
-    return "\n".join(lines)
+    return "\n".join(lines).lstrip("\n")
 
 
 def results_json(results: list[CaseResult]) -> str:

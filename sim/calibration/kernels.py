@@ -1,0 +1,131 @@
+"""Kernel-level calibration: GEMM efficiency, sustained clocks, attention, launch, HBM.
+
+Every constant here is listed with its unit, source and kind in
+:data:`moesim.calibration.CONSTANTS`.
+"""
+
+from __future__ import annotations
+
+from moesim.errors import ConfigError
+
+# --------------------------------------------------------------------------------------
+# GEMM efficiency curve (used by moesim.hardware.roofline)
+# --------------------------------------------------------------------------------------
+
+#: Smallest row block a tensor-core GEMM computes: Hopper's warpgroup MMA instruction is
+#: ``wgmma.mma_async`` of shape m64nNk16 (PTX ISA, "Asynchronous Warpgroup Level Matrix
+#: Multiply-Accumulate"); Blackwell's tcgen05 MMA also starts at M=64. A GEMM with fewer
+#: rows (few tokens) still pays for 64.
+GEMM_MIN_ROWS = 64
+
+#: Output tile of one CTA. Assumption of a representative choice: 128 x 256 is a common
+#: Hopper BF16 tile in CUTLASS 3.x and DeepGEMM kernels (the brief's 128x128 / 128x256).
+#: Used only to size the smallest work unit one SM takes (see moesim.hardware.roofline).
+GEMM_TILE_M = 128
+GEMM_TILE_N = 256
+
+#: Smallest slice of the reduction dimension one SM takes when a GEMM is split over K
+#: (split-K / stream-K, Osama et al., "Stream-K", PPoPP'23): 4 main-loop iterations of
+#: BLK_K = 64. Assumption: below that the partial-sum fix-up costs more than it saves.
+GEMM_SPLIT_K_MIN = 256
+
+# --------------------------------------------------------------------------------------
+# Sustained tensor-core throughput (the board power limit)
+# --------------------------------------------------------------------------------------
+
+#: Sustained / burst throughput of tensor-core kernels on Hopper (H100, H800, H200: one
+#: GH100 die, 700 W). A training step is one long saturated run: its GEMMs hold the clock
+#: the power limit allows, not the boost clock a short benchmark catches. MAMF (the GEMM
+#: ceiling in :mod:`moesim.hardware.gpus`) and the flash-attention figures below are such
+#: bursts. mamf-finder measures both regimes: "MSMF (Maximum Sustainable Matmul FLOPS) - the
+#: power-saturated, sustained rate that matches real training throughput". H200 BF16, all 8
+#: GPUs of the board computing, 5 rounds (n = 40): MSMF 698.6 TFLOP/s at 1405-1527 MHz,
+#: MAMF 823.9 in the same runs (stas00/ml-engineering ``compute/accelerator/benchmarks/
+#: README.md``, "What we measured: alone vs all-8 concurrent", the revision that added MSMF;
+#: torch 2.14.0.dev20260810+cu130). Applied to the H100 / H800 MAMF (same die and power limit;
+#: no H100 MSMF is published) and, as the same clock drop, to attention kernels and to FP8
+#: GEMMs (no FP8 MSMF is published; assumption).
+SUSTAINED_FRACTION_HOPPER = 698.6 / 823.9
+
+#: The same on Blackwell: B200 BF16 (1000 W), all 8 GPUs computing, n = 40: MSMF 1426.4,
+#: MAMF 1751.2 (same README and table, torch 2.13.0+cu130). GB200 (1200 W): no figure;
+#: assumption: as B200.
+SUSTAINED_FRACTION_BLACKWELL = 1426.4 / 1751.2
+
+SUSTAINED_FRACTION_BY_GPU: dict[str, float] = {
+    "H100": SUSTAINED_FRACTION_HOPPER,
+    "H800": SUSTAINED_FRACTION_HOPPER,
+    "H200": SUSTAINED_FRACTION_HOPPER,
+    "B200": SUSTAINED_FRACTION_BLACKWELL,
+    "GB200": SUSTAINED_FRACTION_BLACKWELL,
+}
+
+
+def sustained_fraction(gpu: str) -> float:
+    """Sustained / burst tensor-core throughput of GPU preset ``gpu`` (any case).
+
+    >>> round(sustained_fraction("h100"), 3)
+    0.848
+    """
+    key = gpu.upper()
+    if key not in SUSTAINED_FRACTION_BY_GPU:
+        allowed = ", ".join(SUSTAINED_FRACTION_BY_GPU)
+        raise ConfigError("gpu", f"unknown {gpu!r}; allowed: {allowed}")
+    return SUSTAINED_FRACTION_BY_GPU[key]
+
+
+# --------------------------------------------------------------------------------------
+# Communication SM costs
+# --------------------------------------------------------------------------------------
+
+#: SMs an all-to-all dispatcher holds while compute runs beside it. DeepSeek-V3 (technical
+#: report, arXiv:2412.19437, section 3.2.2): DualPipe overlaps one chunk's dispatch and combine
+#: with another chunk's compute, and its all-to-all kernels "partition 20 SMs into 10
+#: communication channels" of the H800's 132; "only 20 SMs are sufficient to fully utilize the
+#: bandwidths of IB and NVLink". The compute of an overlapped forward/backward pair runs on
+#: the other SMs (:mod:`moesim.step.program`), so its kernels take ``sm_count / (sm_count - 20)``
+#: as long: proportional to SMs, an upper bound if the power limit hands part of it back as
+#: clock. An all-to-all that nothing overlaps (Megatron's alltoall dispatcher waits for it)
+#: takes no SMs from compute.
+OVERLAP_DISPATCHER_SMS = 20
+
+# --------------------------------------------------------------------------------------
+# Kernel launch and memory
+# --------------------------------------------------------------------------------------
+
+#: Fixed cost charged once per kernel. Assumption, 3 us: each launch costs "on the order
+#: of microseconds" (Modal GPU Glossary, "CUDA Graph"; the CUDA Programming Guide §4.2
+#: describes the per-kernel host setup cost that graphs remove). In a training step the
+#: host usually runs ahead, so what remains on the GPU timeline is the gap between
+#: back-to-back kernels, of the same order.
+KERNEL_LAUNCH_OVERHEAD_S = 3.0e-6
+
+#: Achievable fraction of datasheet HBM bandwidth for streaming kernels: a vectorised copy
+#: kernel on H100 SXM saturates at 2.80-2.82 TB/s of 3.35 TB/s = 0.84 (vllm-project/vllm
+#: PR #48110 measurements). Datasheet bandwidth is never reached (ECC, refresh, row
+#: switches). Applied to all GPUs (assumption for H200/B200/GB200).
+HBM_ACHIEVABLE_FRACTION = 0.84
+
+# --------------------------------------------------------------------------------------
+# Attention core (flash-attention style kernels)
+# --------------------------------------------------------------------------------------
+
+#: Forward attention throughput as a fraction of dense datasheet peak. 0.60: cuDNN
+#: flash-attention forward on H100, head dim 128, seq 8192, reaches 582 TFLOP/s = 0.59 of
+#: 989 (meta-pytorch/tritonbench #141); FlashAttention-3 reaches up to 740 = 0.75 only at
+#: head dim 256 (Shah et al. 2024, arXiv:2407.08608); FA4 on B200, head dim 128, causal,
+#: seq 8192: 1418 TFLOP/s = 0.63 of 2250 (Dao-AILab/flash-attention PR #2280). cuDNN is the
+#: kernel Megatron-Core runs on Hopper: Transformer Engine's ``get_attention_backend``
+#: disables FlashAttention "to give FusedAttention preference on Hopper+". Optimistic for
+#: causal masks at short sequences: FA4 causal / non-causal at hd 128, seq 4096 is 0.80
+#: (PR #2605 table), no H100 figure for causal seq 4096 found.
+ATTENTION_FWD_EFFICIENCY = 0.60
+
+#: Backward attention throughput as a fraction of dense peak. 0.45: FA4 backward on B200
+#: (head dim 128, causal, seq 8192) 1118-1209 TFLOP/s = 0.50-0.54 of 2250 (PR #2280);
+#: FA3 backward on H100 was measured lower, ~305 TFLOP/s at 32k (flash-attention #1051).
+ATTENTION_BWD_EFFICIENCY = 0.45
+
+#: Backward attention FLOPs per forward FLOP: 5 matmuls (recompute S, dV, dP, dQ, dK) against
+#: 2 in the forward; the flash-attention benchmarks count backward as 2.5 x forward.
+ATTENTION_BWD_FLOPS_FACTOR = 2.5

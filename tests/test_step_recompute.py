@@ -1,0 +1,84 @@
+"""The step runs the activation recompute the memory plan chose for its layout."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from moesim.errors import ConfigError
+from moesim.hardware import get_gpu
+from moesim.model import get_model
+from moesim.parallel.layout import ParallelLayout
+from moesim.plan.candidates import check_layout
+from moesim.plan.spec import DesignSpec
+from moesim.scenario.schema import FabricSpec
+from moesim.step import StepSpec, run_step
+from moesim.step.plan import build_plan
+from moesim.step.run import simulate_step
+
+# (model, gpu, layout, global batch): one where selective recompute fits, one that needs full
+LAYOUTS = [
+    ("mixtral-8x7b", "H100", ParallelLayout(pp=4, vpp=8, ep=8, dp=16), 256),
+    ("mixtral-8x7b", "H100", ParallelLayout(pp=2, ep=8, dp=8), 256),
+]
+
+
+@pytest.mark.parametrize(("model", "gpu", "layout", "gbs"), LAYOUTS)
+def test_auto_recompute_is_the_memory_plans_choice(model: str, gpu: str,
+                                                   layout: ParallelLayout, gbs: int) -> None:
+    """``moesim plan memory`` (check_layout) and the step's ``recompute: auto`` agree."""
+    cfg = get_model(model)
+    design = DesignSpec(model=model, gpus=layout.world_size, gpu=gpu, global_batch=gbs)
+    cand = check_layout(design, cfg, get_gpu(gpu), layout)
+    step = StepSpec(model=cfg, layout=layout, gpu=gpu, seq_len=4096,
+                    microbatches=cand.num_microbatches,
+                    schedule="interleaved" if layout.vpp > 1 else "1f1b")
+    assert step.resolved_recompute() == cand.recompute
+
+
+def test_the_two_layouts_need_different_recompute() -> None:
+    chosen = set()
+    for model, gpu, layout, gbs in LAYOUTS:
+        design = DesignSpec(model=model, gpus=layout.world_size, gpu=gpu, global_batch=gbs)
+        chosen.add(check_layout(design, get_model(model), get_gpu(gpu), layout).recompute)
+    assert chosen == {"selective", "full"}
+
+
+def _small(recompute: str) -> StepSpec:
+    model = dataclasses.replace(get_model("mixtral-8x7b"), num_layers=2,
+                                moe_layers=(True, True))
+    return StepSpec(model=model, layout=ParallelLayout(ep=8, dp=8), gpu="H100",
+                    seq_len=1024, microbatches=2, recompute=recompute,
+                    fabric=FabricSpec(preset="hgx-h100", multipath="dmodk"))
+
+
+def test_recompute_times_in_the_plan_by_hand() -> None:
+    none, sel, full = (build_plan(_small(r)) for r in ("none", "selective", "full"))
+    for a, s, f in zip(none.layers, sel.layers, full.layers, strict=True):
+        assert a.recompute_time_s(0) == 0.0
+        assert s.recompute_time_s(3) == a.core_fwd_s > 0  # the attention core forward again
+        c = a.moe
+        assert c is not None
+        e = 5
+        again = c.attn_fwd[e] + c.router[e] + c.experts_fwd[e] + c.unpermute[e]
+        assert f.recompute_time_s(e) == pytest.approx(float(again))
+
+
+def test_step_compute_grows_by_the_recomputed_forward() -> None:
+    """Each of 2 micro-batches runs every layer's forward compute once more, on every rank
+    (per-rank compute from the state's ledger; rank r is EP coordinate r here)."""
+    states = {r: simulate_step(_small(r)) for r in ("none", "full")}
+    plan = build_plan(_small("full"))
+    extra = [2 * sum(layer.recompute_time_s(e) for layer in plan.layers) for e in range(8)]
+    got = states["full"].time_s[:, 0] - states["none"].time_s[:, 0]
+    np.testing.assert_allclose(got, extra, rtol=1e-9)
+    runs = {r: run_step(_small(r)) for r in ("none", "full")}
+    assert runs["full"].step_time_s > runs["none"].step_time_s
+    assert np.isfinite(runs["full"].step_time_s)
+
+
+def test_bad_recompute_is_one_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"step\.recompute"):
+        _small("some")
