@@ -10,7 +10,9 @@ import select
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
+import time
 
 import pytest
 
@@ -23,32 +25,35 @@ STEP = [sys.executable, "-m", "moesim.cli", "step", "mixtral-64xh100", "--mode",
         "--microbatches", "4"]
 
 
-def run_on_pty(args: list[str]) -> tuple[int, str, str]:
-    """Run ``args`` with stderr on a pseudo-terminal; (status, stdout, what the terminal got)."""
+def run_on_pty(args: list[str], deadline_s: float = 600.0) -> tuple[int, str, str]:
+    """Run ``args`` with stderr on a pseudo-terminal (100 columns) and stdout on a pipe;
+    (status, stdout, what the terminal got). Reads the terminal until the child is gone."""
     main_fd, tty_fd = pty.openpty()
-    fcntl.ioctl(tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=tty_fd, text=True)
-    os.close(tty_fd)
-    seen = b""
-    while True:
-        ready, _, _ = select.select([main_fd], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(main_fd, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    out, _ = proc.communicate(timeout=120)
-    os.close(main_fd)
-    return proc.returncode, out, seen.decode(errors="replace")
+    fcntl.ioctl(tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=tty_fd, text=True)
+        os.close(tty_fd)
+        seen, start = b"", time.monotonic()
+        while time.monotonic() - start < deadline_s:
+            if select.select([main_fd], [], [], 1.0)[0]:
+                try:
+                    chunk = os.read(main_fd, 65536)
+                except OSError:  # EIO: the child is gone and the terminal drained
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(timeout=60)
+        os.close(main_fd)
+        out.seek(0)
+        return code, out.read(), seen.decode(errors="replace")
 
 
 def test_step_progress_on_a_terminal_and_not_in_a_pipe() -> None:
     code, out, tty = run_on_pty(STEP)
-    assert code == 0 and "step time" in out.lower(), out
+    assert code == 0 and "step time" in out.lower(), (out, tty)
     assert "step mixtral-64xh100 (fast)" in tty and "backward pass" in tty, tty
     assert "100%" in tty, tty
     code, _, quiet_tty = run_on_pty([*STEP, "--quiet"])
