@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from moesim.plots.common import load_json, ms, new_figure, save
+from moesim.plots.common import load_record, ms, new_figure, save
 
 PART_COLORS = {"experts": "#fc8d62", "a2a": "#1f5fa8", "other_compute": "#8da0cb"}
 
 
 def draw_breakdown(paths: Sequence[str | Path], out: str | Path) -> Path:
     """Draw the stacked step breakdown of each saved file in ``paths`` to ``out``."""
-    records = [load_json(p) for p in paths]
+    records = [load_record(p) for p in paths]
     labels = [str(r.get("scenario", Path(p).stem)) for r, p in zip(records, paths, strict=True)]
     if len(set(labels)) < len(labels):
         labels = [f"{lab}\n{Path(p).stem}" for lab, p in zip(labels, paths, strict=True)]

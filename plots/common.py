@@ -7,7 +7,6 @@ records (``moesim run --out``) and sweep CSVs. Nothing here touches live simulat
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from moesim.errors import ConfigError
+from moesim.io import read_json, short
 
 FORMATS = (".png", ".svg")
 RUN_FORMAT = "moesim-run/1"
@@ -30,15 +30,35 @@ CAUSE_COLORS = {
 
 
 def load_json(path: str | Path) -> dict[str, Any]:
-    """A saved run or result record."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError("results", f"cannot read {p}: {exc}") from exc
+    """A saved run or result record (read within moesim's input limits)."""
+    data = read_json(path, "results")
     if not isinstance(data, dict):
-        raise ConfigError("results", f"{p} is not a JSON object (a run or result record)")
+        raise ConfigError("results", f"{short(str(path))} is not a JSON object (a run or "
+                          "result record)")
     return data
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """A saved run or result record whose step time, breakdown and stragglers a figure reads:
+    anything of another shape is one ConfigError naming the file, not a KeyError later."""
+    data = load_json(path)
+    bad = f"{short(str(path))} is not a run or result record"
+    if not _number(data.get("step_time_s")):
+        raise ConfigError("results", f"{bad} (no step_time_s)")
+    parts = data.get("breakdown_s", {})
+    if not isinstance(parts, dict) or not all(_number(v) for v in parts.values()):
+        raise ConfigError("results", f"{bad} (breakdown_s must map parts to seconds)")
+    stragglers = data.get("stragglers", [])
+    if not isinstance(stragglers, list) or not all(
+            isinstance(s, dict) and {"rank", "cause"} <= set(s) and _number(s.get("excess_s"))
+            for s in stragglers):
+        raise ConfigError("results", f"{bad} (stragglers must be records with rank, cause "
+                          "and excess_s)")
+    return data
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def load_run(path: str | Path) -> dict[str, Any]:
@@ -68,11 +88,11 @@ def new_figure(width_in: float, height_in: float) -> Figure:
     return fig
 
 
-def check_output(path: str | Path) -> Path:
+def check_output(path: str | Path, field: str = "output") -> Path:
     out = Path(path)
     if out.suffix.lower() not in FORMATS:
         raise ConfigError(
-            "output", f"unsupported extension {out.suffix!r}; allowed: {', '.join(FORMATS)}"
+            field, f"unsupported extension {out.suffix!r}; allowed: {', '.join(FORMATS)}"
         )
     return out
 

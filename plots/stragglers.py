@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.patches import Patch
 
-from moesim.plots.common import CAUSE_COLORS, load_json, ms, new_figure, save
+from moesim.plots.common import CAUSE_COLORS, load_record, ms, new_figure, save
 
 
 def straggler_rows(records: Sequence[dict[str, Any]], top: int) -> list[tuple[str, str, float]]:
@@ -32,7 +32,7 @@ def straggler_rows(records: Sequence[dict[str, Any]], top: int) -> list[tuple[st
 
 def draw_stragglers(paths: Sequence[str | Path], out: str | Path, top: int = 15) -> Path:
     """Draw the straggler bars of the saved files in ``paths`` to ``out``."""
-    records = [load_json(p) for p in paths]
+    records = [load_record(p) for p in paths]
     rows = straggler_rows(records, top)
     fig = new_figure(9.0, 1.6 + 0.32 * max(len(rows), 3))
     ax = fig.add_subplot()

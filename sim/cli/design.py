@@ -15,8 +15,9 @@ from typing import Any
 
 import click
 
+from moesim.cli.files import check_flag_count, check_outputs, emit, output_file
 from moesim.cli.progress import Ticker, quiet_option
-from moesim.errors import MoesimError
+from moesim.errors import ConfigError, MoesimError
 
 
 def _one_line(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -88,21 +89,33 @@ def _spec(**kw: Any) -> Any:
 
 def _write_outputs(out: str, rec: dict[str, Any], markdown: str) -> list[Path]:
     """The Markdown at ``out``, the JSON record and the breakdown PNG beside it; for an
-    ``.html`` ``out``, one self-contained HTML report (figures inside) and the JSON record."""
+    ``.html`` ``out``, one self-contained HTML report (figures inside) and the JSON record.
+    Each is written whole (temporary file, then rename)."""
+    from moesim.io import write_atomic
     from moesim.plots.design import draw_design
 
-    if Path(out).suffix.lower() in (".html", ".htm"):
+    md, js, *figure = _outputs(out)
+    if not figure:
         from moesim.plots.html_report import write_html_report
 
-        js = Path(out).with_suffix(".json")
-        js.write_text(json.dumps(rec, indent=2) + "\n")
-        return [write_html_report(rec, out, markdown), js]
+        write_atomic(js, json.dumps(rec, indent=2) + "\n", "--out")
+        with output_file("--out", md) as tmp:
+            write_html_report(rec, tmp, markdown)
+        return [md, js]
+    write_atomic(md, markdown, "--out")
+    write_atomic(js, json.dumps(rec, indent=2) + "\n", "--out")
+    with output_file("--out", figure[0]) as tmp:
+        draw_design(rec, tmp)
+    return [md, js, figure[0]]
+
+
+def _outputs(out: str) -> list[Path]:
+    """The report, the JSON record and the figure ``--out`` writes (no figure file beside an
+    HTML report: its figures are inside it)."""
     md = Path(out)
-    md.write_text(markdown)
-    js = md.with_suffix(".json")
-    js.write_text(json.dumps(rec, indent=2) + "\n")
-    png = draw_design(rec, md.with_suffix(".png"))
-    return [md, js, png]
+    if md.suffix.lower() in (".html", ".htm"):
+        return [md, md.with_suffix(".json")]
+    return [md, md.with_suffix(".json"), md.with_suffix(".png")]
 
 
 @click.command()
@@ -127,13 +140,17 @@ def design(out: str | None, as_json: bool, jobs: int, dask_address: str | None, 
     from moesim.plan.report import to_markdown
 
     spec = _spec(**kw)
+    if out:
+        check_outputs(dict(zip(("--out", "--out record", "--out figure"), _outputs(out),
+                               strict=False)),
+                      [kw["model"]] if Path(kw["model"]).exists() else [])
     with Ticker("design", quiet) as bar:
         res = run_design(spec, jobs=jobs, dask=dask_address, say=bar.stage)
     rec = to_record(res)
     markdown = to_markdown(rec)
     if out:
-        for path in _write_outputs(out, rec, markdown):
-            click.echo(f"wrote {path}")
+        emit("\n".join(f"wrote {p}" for p in _outputs(out)),
+             [lambda: _write_outputs(out, rec, markdown)])
     else:
         click.echo(json.dumps(rec, indent=2) if as_json else markdown)
 
@@ -151,9 +168,13 @@ def accounting(model: str, seq_len: int) -> None:
     """Total versus active parameters by part, and FLOPs per token."""
     from dataclasses import asdict
 
+    from moesim.io import check_limit
     from moesim.model import flops_per_token, param_counts
     from moesim.plan.prepare import load_model
 
+    check_limit("seq_len", seq_len, "seq_len")
+    if seq_len < 1:
+        raise ConfigError("seq_len", f"must be a positive integer, got {seq_len}")
     cfg = load_model(model)
     c = param_counts(cfg)
     f = flops_per_token(cfg, seq_len)
@@ -187,6 +208,8 @@ def memory(model: str, gpu: str, seq_len: int, global_batch: int, **degrees: int
     from moesim.plan.prepare import load_model
     from moesim.plan.spec import DesignSpec
 
+    for name, degree in degrees.items():
+        check_flag_count(degree, "gpus", f"layout.{name}")
     layout = ParallelLayout(**degrees)
     cfg = load_model(model)
     layout.validate(cfg)  # an impossible layout is bad input (exit 2), not a "does not fit"

@@ -6,12 +6,12 @@ import json
 import sys
 from collections.abc import Callable
 from functools import wraps
-from pathlib import Path
 from typing import Any
 
 import click
 
 from moesim import topologies
+from moesim.cli.files import check_flag_count, check_outputs, emit
 from moesim.cli.oneline import OneLineGroup
 from moesim.cli.plot import save_run_option, trace_option, write_run_files
 from moesim.cli.progress import Ticker, quiet_option
@@ -66,21 +66,24 @@ def run(
     """Simulate SCENARIO (a shipped name or a YAML path) and attribute its stragglers."""
     from dataclasses import replace
 
+    from moesim.io import write_atomic
     from moesim.results.summary import summary_text
     from moesim.runner.run import run_scenario
     from moesim.scenario import load_scenario_file
+    from moesim.scenario.checks import check_seed
     from moesim.scenarios import resolve
 
-    scn = load_scenario_file(resolve(scenario))
+    path = resolve(scenario)
+    check_outputs({"--out": out, "--trace": trace_path, "--save-run": run_path}, [path])
+    scn = load_scenario_file(path)
     if seed is not None:
-        scn = replace(scn, seed=seed)
+        scn = replace(scn, seed=check_seed(seed, "--seed"))
     with Ticker(f"run {scn.name}", quiet):
         res = run_scenario(scn)
-    if trace_path or run_path:
-        write_run_files(scn, res, trace_path, run_path)
-    if out:
-        Path(out).write_text(res.to_json())
-    click.echo(res.to_json() if as_json else summary_text(res))
+    emit(res.to_json() if as_json else summary_text(res), [
+        lambda: write_run_files(scn, res, trace_path, run_path),
+        lambda: out and write_atomic(out, res.to_json(), "--out"),
+    ])
 
 
 @main.command("scenarios")
@@ -119,6 +122,10 @@ def place(
     from moesim.parallel.placement import place as place_groups
     from moesim.parallel.placement import placement_table
 
+    degrees = {"tp": tp, "pp": pp, "ep": ep, "etp": etp, "cp": cp, "dp": dp}
+    for name, degree in degrees.items():  # before dp is derived by dividing by them
+        if degree is not None:
+            check_flag_count(degree, "gpus", f"layout.{name}")
     with Ticker(f"place {fabric}", quiet):
         graph = topologies.load_preset(fabric)
         if dp is None:

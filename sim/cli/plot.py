@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from moesim.cli.files import check_outputs, output_file
 from moesim.cli.progress import Ticker, quiet_option
 from moesim.errors import ConfigError, MoesimError
 from moesim.results.result import Result
@@ -67,9 +68,13 @@ def write_run_files(
     sim = simulate(scn)
     written = []
     if trace_path is not None:
-        written.append(write_chrome_trace(sim, trace_path))
+        with output_file("--trace", trace_path) as tmp:
+            write_chrome_trace(sim, tmp)
+        written.append(Path(trace_path))
     if run_path is not None:
-        written.append(save_run(sim, result, run_path))
+        with output_file("--save-run", run_path) as tmp:
+            save_run(sim, result, tmp)
+        written.append(Path(run_path))
     return written
 
 
@@ -90,16 +95,20 @@ def draw(kind: str, results: tuple[str, ...], out: str, x: str | None = None) ->
     from moesim.plots.sweep import draw_sweep
     from moesim.plots.timeline import draw_timeline
 
-    check_output(out)
-    if kind == "congestion":
-        return draw_congestion(results[0], out)
-    if kind == "timeline":
-        return draw_timeline(results[0], out)
-    if kind == "breakdown":
-        return draw_breakdown(list(results), out)
-    if kind == "stragglers":
-        return draw_stragglers(list(results), out)
-    return draw_sweep(results[0], out, x=x)
+    check_output(out, "-o")
+    check_outputs({"-o": out}, results, make_dirs=True)
+    with output_file("-o", out) as tmp:
+        if kind == "congestion":
+            draw_congestion(results[0], tmp)
+        elif kind == "timeline":
+            draw_timeline(results[0], tmp)
+        elif kind == "breakdown":
+            draw_breakdown(list(results), tmp)
+        elif kind == "stragglers":
+            draw_stragglers(list(results), tmp)
+        else:
+            draw_sweep(results[0], tmp, x=x)
+    return Path(out)
 
 
 @click.command("plot")

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from moesim.cli.files import check_flag_count, check_outputs, emit
 from moesim.cli.progress import Bar, quiet_option
+from moesim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from moesim.step.spec import StepSpec
 
 
 @click.command("step")
@@ -35,18 +40,23 @@ def step(scenario: str, mode: str | None, microbatches: int | None, seed: int | 
     breakdown (compute, exposed all-to-all / TP / DP, bubble, optimizer) and critical path."""
     from moesim.export.cli import write_exports
     from moesim.export.record import run_recorded
+    from moesim.io import write_atomic
     from moesim.results.step_summary import step_text
+    from moesim.scenario.checks import check_seed
     from moesim.scenarios import resolve
     from moesim.step.loop import watching
     from moesim.step.run import run_step
     from moesim.step.scenario import load_step_file
 
-    scn = load_step_file(resolve(scenario, "steps"))
+    path = resolve(scenario, "steps")
+    check_outputs({"--out": out, "--trace": trace_path}, [path])
+    check_flag_count(microbatches, "microbatches", "--microbatches")
+    scn = load_step_file(path)
     spec = scn.spec
     if microbatches is not None:
-        spec = replace(spec, microbatches=microbatches)
+        spec = _with_microbatches(spec, microbatches)
     if seed is not None:
-        spec = replace(spec, seed=seed)
+        spec = replace(spec, seed=check_seed(seed, "--seed"))
     scn = replace(scn, spec=spec, mode=mode or scn.mode)
     bar = Bar(f"step {scn.name} ({scn.mode})", "backward pass", quiet)
     with bar, watching(bar if bar.enabled else None, bin_links=bool(trace_path)):
@@ -58,6 +68,15 @@ def step(scenario: str, mode: str | None, microbatches: int | None, seed: int | 
     if trace_path or chakra_dir:
         write_exports(spans, record, trace_path, chakra_dir)
     text = json.dumps(record, indent=2)
-    if out:
-        Path(out).write_text(text)
-    click.echo(text if as_json else step_text(scn, record))
+    emit(text if as_json else step_text(scn, record),
+         [lambda: out and write_atomic(out, text, "--out")])
+
+
+def _with_microbatches(spec: StepSpec, microbatches: int) -> StepSpec:
+    """``spec`` with ``--microbatches``; a schedule that cannot take them names the flag."""
+    try:
+        return replace(spec, microbatches=microbatches)
+    except ConfigError as exc:
+        if exc.field in ("schedule.microbatches", "step.microbatches"):
+            raise ConfigError("--microbatches", exc.problem) from None
+        raise

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
 from moesim import topologies
+from moesim.cli.files import check_outputs, output_file
 from moesim.cli.progress import quiet_option
 from moesim.errors import ConfigError
 
@@ -37,14 +39,27 @@ def topo(name: str | None, as_list: bool, as_json: bool, draw: str | None, quiet
                    else "\n".join(one_line(n, r) for n, r in recs.items()))
         return
     assert name is not None
+    if draw:
+        _check_draw(draw, name)
     with Ticker(f"topo {name}", quiet):
         graph = topologies.load_preset(name)
         rec = fabric_record(graph, _about(name))
         if draw:
             from moesim.plots.fabric import draw_fabric
 
-            draw_fabric(graph, draw)
+            with output_file("--draw", draw) as tmp:
+                draw_fabric(graph, tmp)
     click.echo(json.dumps(rec, indent=2) if as_json else "\n".join(block(rec)))
+
+
+def _check_draw(draw: str, name: str) -> None:
+    """``--draw``: a PNG/SVG/PDF path that can be written and is not the fabric file read."""
+    from moesim.plots.fabric import FORMATS
+
+    check_outputs({"--draw": draw}, [name] if Path(name).exists() else [])
+    if Path(draw).suffix.lower() not in FORMATS:
+        raise ConfigError("--draw", f"unsupported extension {Path(draw).suffix!r}; allowed: "
+                          f"{', '.join(FORMATS)}")
 
 
 def _about(name: str) -> str:

@@ -45,15 +45,15 @@ LIMITS: dict[str, Limit] = {
     "layers": Limit(4096, "layers", "decoder layers of a model"),
     "experts": Limit(65_536, "experts", "routed experts per MoE layer"),
     "width": Limit(1 << 22, "elements", "hidden, FFN, head and vocabulary sizes"),
-    "microbatches": Limit(65_536, "micro-batches", "micro-batches per pipeline in one step"),
+    "microbatches": Limit(4096, "micro-batches", "micro-batches per pipeline in one step"),
     "global_batch": Limit(1 << 24, "sequences", "sequences per step"),
     "micro_batch_size": Limit(1 << 16, "sequences", "sequences per micro-batch"),
     "seq_len": Limit(1 << 24, "tokens", "tokens per sequence"),
     "tokens_per_rank": Limit(1 << 24, "tokens", "tokens per rank of a layer-stack scenario"),
     "seeds": Limit(100_000, "seeds", "seed replicas of one sweep"),
     "sweep_points": Limit(1_000_000, "points", "points of one sweep"),
-    "seed": Limit((1 << 63) - 1, "", "one random seed (numpy takes 0 .. 2**63-1 here)"),
-    "expression_ops": Limit(256, "operators", "+ and * in a moe_layer_freq expression"),
+    "jobs": Limit(1024, "processes", "local worker processes of a sweep (-j)"),
+    "expression_ops": Limit(256, "operators", "+, * and ( in a moe_layer_freq expression"),
 }
 
 

@@ -5,7 +5,7 @@ written and would not destroy something the user owns: its folder exists and is 
 the path is not a folder, a device or a FIFO, not a read-only file, not one of the command's
 inputs (paths compared after following symlinks, and by inode where both exist), and no two
 outputs are the same file. :func:`write_atomic` (and :func:`atomic_target` for writers that
-want a path, like matplotlib) writes a temporary file in the same folder, syncs it and renames
+want a path, like a figure library) writes a temporary file in the same folder, syncs it and renames
 it over the target, so a crash or a full disk leaves the old file or the new one, never half
 of either. A symlinked output is written through: the link stays, its target is replaced.
 """

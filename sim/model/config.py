@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moesim.errors import ConfigError
+from moesim.io import check_limit
 from moesim.model.layer_pattern import moe_layers_from_freq
 
 ATTENTION_KINDS = ("mha", "gqa", "mla")
@@ -148,6 +149,9 @@ _NONNEG_INT_FIELDS = (
     "v_head_dim", "intermediate_size", "n_routed_experts", "n_shared_experts",
     "moe_intermediate_size", "shared_expert_intermediate_size", "top_k", "mtp_layers",
 )
+_LIMIT_KIND = {"num_layers": "layers", "mtp_layers": "layers", "n_routed_experts": "experts",
+               "n_shared_experts": "experts", "top_k": "experts", "n_group": "experts"}
+"""Which input limit (:data:`moesim.io.LIMITS`) bounds each count; the rest are "width"."""
 _BOOL_FIELDS = ("qk_norm", "attention_bias", "gated_ffn", "router_bias", "tie_embeddings")
 
 
@@ -166,6 +170,8 @@ def _check_types(cfg: ModelConfig) -> None:
         value = getattr(cfg, name)
         if not _is_int(value) or value < 0:
             raise ConfigError(f"model.{name}", f"must be an integer >= 0, got {value!r}")
+    for name in (*_INT_FIELDS, *_NONNEG_INT_FIELDS, "n_group"):
+        check_limit(_LIMIT_KIND.get(name, "width"), getattr(cfg, name), f"model.{name}")
     if cfg.q_lora_rank is not None and not _is_int(cfg.q_lora_rank):
         raise ConfigError("model.q_lora_rank", f"must be an integer or None, got "
                           f"{cfg.q_lora_rank!r}")
@@ -204,6 +210,7 @@ def model_from_dict(data: Mapping[str, Any]) -> ModelConfig:
         raise ConfigError("model.first_k_dense", f"must be an integer >= 0, got {first_k!r}")
     pattern = kwargs.get("moe_layers")
     num_layers = kwargs["num_layers"]
+    check_limit("layers", num_layers, "model.num_layers")
     if _is_int(num_layers) and num_layers > 0 and (pattern is not None or first_k):
         kwargs["moe_layers"] = _pattern(pattern, num_layers, first_k, kwargs)
     return ModelConfig(**kwargs)

@@ -26,12 +26,26 @@ from pathlib import Path
 from typing import Any
 
 from moesim.errors import ConfigError
-from moesim.io import read_json
+from moesim.io import check_limit, read_json, short
 from moesim.model.config import ModelConfig
 from moesim.model.layer_pattern import moe_layers_from_freq, moe_layers_qwen
 
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 _MISSING = object()
+_HF_NAMES = {"num_layers": "num_hidden_layers", "top_k": "num_experts_per_tok",
+             "mtp_layers": "num_nextn_predict_layers", "tie_embeddings": "tie_word_embeddings",
+             "moe_layers": "moe_layer_freq"}
+"""ModelConfig's field -> the config.json field it is read from (where the names differ)."""
+_INT_RULES = {  # HF field -> (input limit that bounds it, smallest allowed value); else width, 0
+    "num_hidden_layers": ("layers", 1), "num_nextn_predict_layers": ("layers", 0),
+    "first_k_dense_replace": ("layers", 0), "hidden_size": ("width", 1),
+    "vocab_size": ("width", 1), "num_attention_heads": ("width", 1),
+    "num_key_value_heads": ("width", 1), "q_lora_rank": ("width", 1),
+    "n_routed_experts": ("experts", 0), "num_local_experts": ("experts", 0),
+    "num_experts": ("experts", 0), "n_shared_experts": ("experts", 0),
+    "num_experts_per_tok": ("experts", 1), "n_group": ("experts", 1),
+    "topk_group": ("experts", 1),
+}
 
 
 def load_hf_json(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -57,6 +71,17 @@ def model_from_hf(
         data = {**data, **text}
     r = _Reader(data)
     heads = r.get_int("num_attention_heads")
+    try:
+        return _build(r, data, heads, name)
+    except ConfigError as exc:  # name the field as config.json spells it
+        field = exc.field.removeprefix("model.")
+        hf_field = _HF_NAMES.get(field, field)
+        if hf_field == field:
+            raise
+        raise ConfigError(f"model.{hf_field}", exc.problem) from None
+
+
+def _build(r: _Reader, data: Mapping[str, Any], heads: int, name: str | None) -> ModelConfig:
     return ModelConfig(
         name=name or _default_name(data),
         hidden_size=r.get_int("hidden_size"),
@@ -138,8 +163,12 @@ def _moe_layers(r: _Reader, num_layers: int) -> tuple[bool, ...]:
     if isinstance(freq, bool) or not isinstance(freq, int | str | list):
         raise ConfigError("model.moe_layer_freq", "must be an int, a list of 0/1 or a list "
                           f"expression string, got {type(freq).__name__}")
+    first_k = r.get_int("first_k_dense_replace", 0)
+    if first_k > num_layers:
+        raise ConfigError("model.first_k_dense_replace", f"{first_k} dense layers exceed "
+                          f"num_hidden_layers = {num_layers}")
     return moe_layers_from_freq(freq, num_layers, field="model.moe_layer_freq",
-                                first_k_dense=r.get_int("first_k_dense_replace", 0))
+                                first_k_dense=first_k)
 
 
 class _Reader:
@@ -158,7 +187,11 @@ class _Reader:
                 raise ConfigError(f"model.{key}", "required field is missing from config.json")
             return default
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"model.{key}", f"must be an integer, got {value!r}")
+            raise ConfigError(f"model.{key}", f"must be an integer, got {short(value)}")
+        kind, minimum = _INT_RULES.get(key, ("width", 0))
+        if value < minimum:
+            raise ConfigError(f"model.{key}", f"must be an integer >= {minimum}, got {value}")
+        check_limit(kind, value, f"model.{key}")
         return value
 
     def get_bool(self, key: str, default: bool) -> bool:

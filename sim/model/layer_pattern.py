@@ -20,10 +20,12 @@ import ast
 from collections.abc import Sequence
 
 from moesim.errors import ConfigError
+from moesim.io import LIMITS, short
 
 #: Longest pattern the parser will build (guards ``"[1]*10**12"``-style memory bombs).
 MAX_PATTERN_LEN = 100_000
 MAX_EXPR_CHARS = 10_000
+MAX_EXPR_OPS = LIMITS["expression_ops"].value  # '+', '*' and '(': a real one has a handful
 
 _Value = int | list[int]
 
@@ -42,11 +44,17 @@ def parse_layer_freq(text: str, field: str = "moe_layer_freq") -> int | list[int
     """
     if len(text) > MAX_EXPR_CHARS:
         raise ConfigError(field, f"expression longer than {MAX_EXPR_CHARS} characters")
+    ops = sum(text.count(c) for c in "+*(")
+    if ops > MAX_EXPR_OPS:
+        raise ConfigError(field, f"expression has {ops} operators and brackets; at most "
+                          f"{MAX_EXPR_OPS} are allowed")
     try:
         tree = ast.parse(text.strip(), mode="eval")
+    except (RecursionError, MemoryError):
+        raise ConfigError(field, "expression nested too deeply") from None
     except SyntaxError as exc:
         raise ConfigError(
-            field, f"cannot parse {text!r}: {exc.msg}; allowed: an int or a list "
+            field, f"cannot parse {short(text)}: {exc.msg}; allowed: an int or a list "
             "expression such as '([0]*3+[1]*58)'"
         ) from None
     value = _walk(tree.body, field, text)
@@ -63,13 +71,13 @@ def _walk(node: ast.AST, field: str, text: str) -> _Value:
     if isinstance(node, ast.List | ast.Tuple):
         items = [_walk(elt, field, text) for elt in node.elts]
         if any(isinstance(item, list) for item in items):
-            raise ConfigError(field, f"nested lists are not allowed in {text!r}")
+            raise ConfigError(field, f"nested lists are not allowed in {short(text)}")
         return [int(item) for item in items]  # type: ignore[arg-type]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mult):
         return _binop(node.op, _walk(node.left, field, text), _walk(node.right, field, text),
                       field)
     raise ConfigError(
-        field, f"{type(node).__name__} is not allowed in {text!r}; allowed: integer "
+        field, f"{type(node).__name__} is not allowed in {short(text)}; allowed: integer "
         "constants, lists of 0/1, '+' and '*'"
     )
 

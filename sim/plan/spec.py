@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from moesim.errors import ConfigError
+from moesim.io import check_limit
 
 RECOMPUTE_ORDER = ("selective", "full")  # tried in this order until the layout fits
 
@@ -63,9 +65,13 @@ class DesignSpec:
                               f"got {self.routing_draws!r}")
         if self.simulate_max < self.simulate_min:
             raise ConfigError("simulate_max", f"must be >= simulate_min ({self.simulate_min})")
+        for name in ("gpus", "gpu_budget", "seq_len", "global_batch", "micro_batch_size"):
+            if getattr(self, name) is not None:
+                check_limit("gpus" if name == "gpu_budget" else name, getattr(self, name), name)
         for name in ("tokens", "days"):
-            if not float(getattr(self, name)) > 0:
-                raise ConfigError(name, f"must be positive, got {getattr(self, name)!r}")
+            value = float(getattr(self, name))
+            if not (value > 0 and math.isfinite(value)):
+                raise ConfigError(name, f"must be a finite positive number, got {value!r}")
         if not 0 <= self.hbm_reserve < 1:
             raise ConfigError("hbm_reserve", f"must be in [0, 1), got {self.hbm_reserve!r}")
         if self.checkpoint_interval_s < 0:

@@ -20,6 +20,7 @@ from moesim.errors import ConfigError
 from moesim.fabric.build import build_graph, fabric_for
 from moesim.hardware import get_gpu
 from moesim.router import RouterConfig, RoutingResult, route_tokens
+from moesim.scenario.checks import check_slow_gpus
 from moesim.scenario.schema import Scenario
 from moesim.workload.costs import LayerCosts, LayerShape, layer_costs
 from moesim.workload.moe_stack import StackTrace, WireFormat, replay_moe_stack
@@ -81,10 +82,12 @@ def simulate(
     )
     gpus = np.array(scn.workload.gpu_ids(), dtype=np.int64)
     if gpus.max() >= fabric.n_gpus:
+        wl = scn.workload
         raise ConfigError(
-            "workload",
+            "workload.first_gpu" if wl.first_gpu >= fabric.n_gpus else "workload.gpu_stride",
             f"EP group needs GPU {int(gpus.max())} but the fabric has {fabric.n_gpus} GPUs",
         )
+    check_slow_gpus(scn.slow_gpus, fabric.n_gpus)
     slow = dict(scn.slow_gpus)
     slowdown = np.array([1.0 if ignore_slowdowns else slow.get(int(g), 1.0) for g in gpus])
     router = replace(scn.router, kind="uniform") if balanced else scn.router

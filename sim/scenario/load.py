@@ -8,9 +8,15 @@ from typing import Any
 
 from moesim.errors import ConfigError
 from moesim.hardware import get_gpu
-from moesim.io import read_yaml
+from moesim.io import read_yaml, short
 from moesim.model import ModelConfig, get_model, model_from_dict
 from moesim.router import RouterConfig
+from moesim.scenario.checks import (
+    check_fabric_params,
+    check_seed,
+    check_slowdown,
+    check_workload_limits,
+)
 from moesim.scenario.fields import build_plain, check_keys, check_type
 from moesim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
 from moesim.topologies.deprecated import upgrade_params
@@ -50,14 +56,20 @@ def scenario_from_dict(data: object, default_name: str = "scenario") -> Scenario
     return Scenario(
         name=check_type(top.get("name", default_name), str, "scenario.name"),
         description=check_type(top.get("description", ""), str, "scenario.description"),
-        seed=check_type(top.get("seed", 0), int, "scenario.seed"),
+        seed=check_seed(top.get("seed", 0), "scenario.seed"),
         model=model_from_value(top.get("model", "mixtral-8x7b")),
         gpu=gpu,
         fabric=fabric_from_dict(top.get("fabric", {})),
-        workload=build_plain(WorkloadSpec, top.get("workload", {}), "workload"),
+        workload=_workload(top.get("workload", {})),
         router=build_plain(RouterConfig, top.get("router", {}), "router"),
         slow_gpus=slow_gpus_from_dict(top.get("slow_gpus", {})),
     )
+
+
+def _workload(value: object) -> WorkloadSpec:
+    workload = build_plain(WorkloadSpec, value, "workload")
+    check_workload_limits(workload)
+    return workload
 
 
 def model_from_value(value: object) -> ModelConfig:
@@ -72,11 +84,14 @@ def model_from_value(value: object) -> ModelConfig:
 def fabric_from_dict(value: object) -> FabricSpec:
     """The ``fabric:`` mapping of a scenario file -> FabricSpec."""
     data = check_keys(value, FABRIC_KEYS, "fabric")
-    params = check_keys(data.get("params", {}), list(data.get("params", {}) or {}), "fabric.params")
+    params = data.get("params", {})
+    if not isinstance(params, Mapping):
+        raise ConfigError("fabric.params", "must be a mapping of the preset's parameters")
     try:
         params = upgrade_params(params, "fabric.params")  # old GB/s keys -> Gbit/s, with a notice
     except TopologyError as exc:
         raise ConfigError(exc.field, exc.problem) from exc
+    check_fabric_params(data.get("preset", FabricSpec.preset), params)
     faults = data.get("faults", [])
     if not isinstance(faults, list) or not all(isinstance(f, Mapping) for f in faults):
         raise ConfigError(
@@ -107,6 +122,7 @@ def slow_gpus_from_dict(value: object) -> tuple[tuple[int, float], ...]:
         )
     out = []
     for gpu, factor in value.items():
-        check_type(gpu, int, "slow_gpus")
-        out.append((gpu, check_type(factor, float, f"slow_gpus.{gpu}")))
+        if isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0:
+            raise ConfigError(f"slow_gpus.{short(gpu, 20)}", "must be a GPU index >= 0")
+        out.append((gpu, check_slowdown(gpu, factor)))
     return tuple(sorted(out))

@@ -27,8 +27,10 @@ from pathlib import Path
 
 from moesim.errors import ConfigError
 from moesim.hardware import get_gpu
+from moesim.io import check_limit
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import RouterConfig
+from moesim.scenario.checks import check_count, check_layout_limits, check_seed
 from moesim.scenario.fields import build_plain, check_keys, check_type
 from moesim.scenario.load import (
     fabric_from_dict,
@@ -74,8 +76,26 @@ def step_from_dict(data: object, default_name: str = "step") -> StepScenario:
     gpu = check_type(top.get("gpu", "H100"), str, "step.gpu")
     get_gpu(gpu)
     layout = build_plain(ParallelLayout, top.get("layout", {}), "layout")
-    mbs = check_type(top.get("micro_batch_size", 1), int, "step.micro_batch_size")
-    spec = StepSpec(
+    check_layout_limits(layout)
+    mbs = check_count(top.get("micro_batch_size", 1), "micro_batch_size", "step.micro_batch_size")
+    check_count(top.get("seq_len", 4096), "seq_len", "step.seq_len")
+    try:
+        spec = _spec(top, layout, gpu, mbs)
+    except ConfigError as exc:
+        if exc.field != "schedule.microbatches":
+            raise
+        raise ConfigError("step.global_batch", f"{exc.problem} (micro-batches per pipeline = "
+                          "global_batch / (dp x micro_batch_size))") from None
+    return StepScenario(
+        name=check_type(top.get("name", default_name), str, "step.name"),
+        spec=spec,
+        mode=check_type(top.get("mode", "full"), str, "step.mode"),
+        description=check_type(top.get("description", ""), str, "step.description"),
+    )
+
+
+def _spec(top: Mapping[str, object], layout: ParallelLayout, gpu: str, mbs: int) -> StepSpec:
+    return StepSpec(
         model=model_from_value(top.get("model", "mixtral-8x7b")),
         layout=layout,
         gpu=gpu,
@@ -92,25 +112,21 @@ def step_from_dict(data: object, default_name: str = "step") -> StepScenario:
         compute_dtype=check_type(top.get("compute_dtype", "bf16"), str, "step.compute_dtype"),
         dispatcher=check_type(top.get("dispatcher", "alltoall"), str, "step.dispatcher"),
         slow_gpus=slow_gpus_from_dict(top.get("slow_gpus", {})),
-        seed=check_type(top.get("seed", 0), int, "step.seed"),
+        seed=check_seed(top.get("seed", 0), "step.seed"),
         recompute=check_type(top.get("recompute", "auto"), str, "step.recompute"),
         **_flags(top),
-    )
-    return StepScenario(
-        name=check_type(top.get("name", default_name), str, "step.name"),
-        spec=spec,
-        mode=check_type(top.get("mode", "full"), str, "step.mode"),
-        description=check_type(top.get("description", ""), str, "step.description"),
     )
 
 
 def _microbatches(global_batch: object, dp: int, micro_batch_size: int) -> int:
     """Micro-batches per pipeline: global_batch / (dp x micro_batch_size), whole."""
     gbs = check_type(global_batch, int, "step.global_batch")
+    check_limit("global_batch", gbs, "step.global_batch")
     per_step = dp * micro_batch_size
     if gbs < 1 or gbs % per_step:
         raise ConfigError("step.global_batch", f"must be a positive multiple of dp x "
                           f"micro_batch_size = {per_step}, got {gbs}")
+    check_limit("microbatches", gbs // per_step, "step.global_batch")
     return gbs // per_step
 
 

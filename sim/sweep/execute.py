@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from moesim.errors import ConfigError
+from moesim.io import check_limit, short
+from moesim.sweep.fingerprint import FINGERPRINT_COLUMN
 from moesim.sweep.row import error_row, result_row
 from moesim.sweep.spec import Point, point_mapping
 
@@ -33,6 +36,7 @@ class PointTask:
 
     scenario: dict[str, Any]
     point: Point
+    fingerprint: str = ""  # of the base + build the row is computed from (stamped on it)
 
 
 def run_point(task: PointTask) -> dict[str, str]:
@@ -42,9 +46,10 @@ def run_point(task: PointTask) -> dict[str, str]:
 
     try:
         data = point_mapping(task.scenario, task.point)
-        return result_row(task.point, run_scenario(scenario_from_dict(data)))
+        row = result_row(task.point, run_scenario(scenario_from_dict(data)))
     except Exception as exc:
-        return error_row(task.point, exc)
+        row = error_row(task.point, exc)
+    return {**row, FINGERPRINT_COLUMN: task.fingerprint} if task.fingerprint else row
 
 
 class InlineExecutor(Executor):
@@ -81,6 +86,7 @@ def open_executor(jobs: int = 1, dask_address: str | None = None) -> Iterator[tu
         return
     if jobs < 1:
         raise ConfigError("-j", f"must be >= 1, got {jobs}")
+    check_limit("jobs", jobs, "-j")
     if jobs == 1:
         yield InlineExecutor(), 1
         return
@@ -91,6 +97,19 @@ def open_executor(jobs: int = 1, dask_address: str | None = None) -> Iterator[tu
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+DASK_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss|ucx)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+"""A Dask scheduler address: [scheme://]host:port (distributed's address format)."""
+
+
+def check_dask_address(address: str) -> str:
+    """``address`` if it reads as ``[tcp://]host:port``; else ConfigError naming --dask."""
+    match = DASK_ADDRESS.match(address)
+    if match is None or not 0 < int(address.rsplit(":", 1)[1]) < 65536:
+        raise ConfigError("--dask", f"not a scheduler address: {short(address)}; give "
+                          "host:port or tcp://host:port (e.g. tcp://10.0.0.5:8786)")
+    return address
+
+
 @contextlib.contextmanager
 def _dask_executor(address: str) -> Iterator[tuple[Executor, int]]:
     try:
@@ -99,10 +118,12 @@ def _dask_executor(address: str) -> Iterator[tuple[Executor, int]]:
         raise ConfigError(
             "--dask", "needs the optional 'distributed' package: pip install 'moesim[dask]'"
         ) from exc
+    check_dask_address(address)
     try:
         client = Client(address, timeout="10s")
-    except OSError as exc:
-        raise ConfigError("--dask", f"cannot reach a Dask scheduler at {address!r}: {exc}") from exc
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigError("--dask", f"cannot reach a Dask scheduler at {short(address)}: "
+                          f"{short(str(exc), 120)}") from None
     try:
         threads = sum(client.nthreads().values()) or 1
         executor = client.get_executor(pure=False)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from moesim.io import atomic_target
+
 SUMMARY_METRICS = ("step_time_s", "imbalance_excess_s", "congestion_excess_s", "dropped_tokens")
 STATS = ("mean", "p50", "p99")
 
@@ -64,13 +66,13 @@ def summary_path(results: str | Path) -> Path:
 
 
 def write_summary(path: str | Path, summary: Sequence[dict[str, object]]) -> Path:
-    """Write summary rows as CSV (rewritten whole: it is derived from the results file)."""
+    """Write summary rows as CSV (rewritten whole and atomically: it is derived from the
+    results file)."""
     path = Path(path)
-    if not summary:
-        path.write_text("")
-        return path
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(summary[0]))
-        writer.writeheader()
-        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in summary)
+    with atomic_target(path) as tmp, tmp.open("w", newline="") as f:
+        if summary:
+            writer = csv.DictWriter(f, fieldnames=list(summary[0]))
+            writer.writeheader()
+            writer.writerows({k: "" if v is None else v for k, v in row.items()}
+                             for row in summary)
     return path

@@ -51,11 +51,12 @@ def run_sweep(
     fingerprint = sweep_fingerprint(spec.scenario)
     with ResultStore(out, row_columns(spec.columns), fingerprint) as store:
         done = store.done_ids()
-        todo = [PointTask(spec.scenario, p) for p in points if p.id not in done]
+        todo = [PointTask(spec.scenario, p, fingerprint) for p in points if p.id not in done]
         if todo and max_points != 0:
             with open_executor(jobs, dask_address) as (executor, window):
                 for row in run_unordered(executor, run_point, todo, window):
-                    store.append(row)
+                    if not store.append(row):
+                        continue  # another writer saved this point meanwhile
                     ran += 1
                     failed += bool(row[ERROR_COLUMN])
                     if progress is not None:

@@ -30,13 +30,15 @@ import copy
 import hashlib
 import itertools
 import json
+import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from moesim.errors import ConfigError
-from moesim.io import read_yaml
+from moesim.io import check_limit, read_yaml, short
 from moesim.scenario import Scenario, scenario_from_dict
 from moesim.sweep.paths import check_path, set_path
 
@@ -74,6 +76,7 @@ class SweepSpec:
     scenario: dict[str, Any] = field(compare=False)
     axes: tuple[Axis, ...] = ()
     description: str = ""
+    base_path: Path | None = field(default=None, compare=False)  # the base file it read
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -122,7 +125,7 @@ def sweep_from_dict(data: object, name: str = "sweep", root: Path | None = None)
             raise ConfigError(f"sweep.{key}", f"unknown field; allowed: {', '.join(SWEEP_KEYS)}")
     if "base" not in data or not isinstance(data["base"], str):
         raise ConfigError("sweep.base", "required: a shipped scenario name or a YAML path")
-    scenario = _base_mapping(data["base"], root)
+    scenario, base_path = _base_mapping(data["base"], root)
     fixed = _mapping(data.get("set", {}), "sweep.set")
     for path, value in fixed.items():
         set_path(scenario, check_path(path), value)
@@ -134,12 +137,14 @@ def sweep_from_dict(data: object, name: str = "sweep", root: Path | None = None)
     if data.get("seeds") is not None:
         axes.append(Axis((SEED_COLUMN,), tuple((s,) for s in _seeds(data["seeds"]))))
     _check_unique([p for a in axes for p in a.paths], set(fixed))
+    check_limit("sweep_points", math.prod(len(a.steps) for a in axes), "sweep")
     spec = SweepSpec(
-        name=str(data.get("name", name)),
+        name=_text(data.get("name", name), "sweep.name"),
         base=data["base"],
         scenario=scenario,
         axes=tuple(axes),
-        description=str(data.get("description", "")),
+        description=_text(data.get("description", ""), "sweep.description"),
+        base_path=base_path,
     )
     ids = [p.id for p in spec.points()]
     if len(set(ids)) != len(ids):
@@ -147,19 +152,25 @@ def sweep_from_dict(data: object, name: str = "sweep", root: Path | None = None)
     return spec
 
 
-def _base_mapping(base: str, root: Path | None) -> dict[str, Any]:
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(where, f"must be a string, got {short(value)}")
+    return value
+
+
+def _base_mapping(base: str, root: Path | None) -> tuple[dict[str, Any], Path]:
     from moesim.scenarios import UnknownScenario, resolve
 
     local = root / base if root is not None else None
     try:
-        path = local if local is not None and local.is_file() else resolve(base)
+        path = local if local is not None and os.path.lexists(local) else resolve(base)
     except UnknownScenario as exc:
         raise ConfigError("sweep.base", str(exc)) from exc
     data = read_yaml(path, "sweep.base")
     if not isinstance(data, dict):
         raise ConfigError("sweep.base", f"{path} is not a scenario mapping")
     data.setdefault("name", path.stem)
-    return data
+    return data, path
 
 
 def _mapping(value: object, where: str) -> dict[str, Any]:
@@ -183,13 +194,23 @@ def _zip_axis(paths: dict[str, Any]) -> Axis:
 
 
 def _seeds(value: object) -> list[int]:
+    """The seed axis: a list of integers >= 0, or {count: N >= 1, start: S >= 0}."""
+    seeds: list[int] | None = None
     if isinstance(value, list) and value and all(_is_int(s) for s in value):
-        return list(value)
-    if isinstance(value, Mapping) and set(value) <= {"count", "start"}:
+        check_limit("seeds", len(value), "sweep.seeds")
+        seeds = list(value)
+    elif isinstance(value, Mapping) and set(value) <= {"count", "start"}:
         count, start = value.get("count"), value.get("start", 0)
-        if isinstance(count, int) and _is_int(count) and count >= 1 and _is_int(start):
-            return list(range(start, start + count))
-    raise ConfigError("sweep.seeds", "must be a list of integers or {count: N >= 1, start: S}")
+        if _is_int(count) and count >= 1 and _is_int(start):  # type: ignore[operator]
+            check_limit("seeds", count, "sweep.seeds")
+            seeds = list(range(start, start + count))  # type: ignore[operator]
+    if seeds is None:
+        raise ConfigError("sweep.seeds", "must be a list of integers >= 0 or "
+                          "{count: N >= 1, start: S >= 0}")
+    if min(seeds) < 0:
+        raise ConfigError("sweep.seeds", f"seeds must be >= 0 (numpy's seeds are), "
+                          f"got {min(seeds)}")
+    return seeds
 
 
 def _is_int(value: object) -> bool:
