@@ -191,7 +191,7 @@ SCENARIO_MUTATIONS: list[tuple[str, object, str]] = [
     ("router.hot_factor", 0.0, "router.hot_factor"),
     ("router.hot_factor", INF, "router.hot_factor"),
     ("router.concentration", 0.0, "router.concentration"),
-    ("router.bias_std", -1.0, "router.bias_std"),
+    ("router.bias_std", NAN, "router.bias_std"),  # < 0 is Megatron's per-layer bias
     ("router.resample", "x", "router.resample"),
     ("router.drift_steps", -1, "router.drift_steps"),
     ("router.capacity_factor", 0.0, "router.capacity_factor"),

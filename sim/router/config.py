@@ -75,7 +75,7 @@ class RouterConfig:
         check_index("router.hot_experts", self.hot_experts, minimum=1)
         _check_real("router.hot_factor", self.hot_factor, minimum=1.0)
         _check_real("router.concentration", self.concentration, minimum=0.0, strict=True)
-        _check_real("router.bias_std", self.bias_std, minimum=0.0)  # a spread: never < 0
+        _check_real("router.bias_std", self.bias_std, minimum=-math.inf)
         _check_choice("router.resample", self.resample, RESAMPLE_MODES)
         check_index("router.drift_steps", self.drift_steps, minimum=0)
         if self.drift_steps > 0 and self.resample != "per_layer":
