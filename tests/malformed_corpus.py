@@ -521,7 +521,7 @@ FLAG_CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("design-seq-huge", ("design", "--seq-len", str(10**12)), "seq_len"),
     ("design-gb-0", ("design", "--global-batch", "0"), "global_batch"),
     ("design-gb-huge", ("design", "--global-batch", str(10**12)), "global_batch"),
-    ("design-top-0", ("design", "--simulate-top", "0"), "simulate_top"),
+    ("design-top-0", ("design", "--simulate-min", "0"), "simulate_min"),
     ("design-gpu", ("design", "--gpu", "Z100"), "gpu"),
     ("design-fabric", ("design", "--fabric", "zzz"), "fabric"),
     ("design-model", ("design", "--model", "no-such-model"), "model"),
