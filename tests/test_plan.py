@@ -18,13 +18,15 @@ from moesim.fabric.build import build_graph
 from moesim.hardware import get_gpu
 from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
-from moesim.plan.bom import FAILURES_PER_GPU_DAY
+from moesim.plan.bom import FAILURES_PER_GPU_DAY, bill_of_materials
 from moesim.plan.candidates import check_layout, enumerate_candidates
 from moesim.plan.cluster import max_rail_gpus, rail_fabric, tiers_for
 from moesim.plan.design import DesignResult, design
-from moesim.plan.prepare import prepare
+from moesim.plan.prepare import load_model, prepare
+from moesim.plan.prices import Prices
 from moesim.plan.record import band_width, to_record, within
 from moesim.plan.report import to_markdown
+from moesim.plan.sizing import SU_GPUS, size_cluster
 from moesim.plan.spec import DesignSpec, nearest_batch
 
 DATA = Path(__file__).parent / "data" / "design"
@@ -84,6 +86,17 @@ def test_rail_fabric_for_any_count(gpus: int, tiers: int) -> None:
         assert leaf_up == pytest.approx(32 * 100.0 / 2.0)  # 32 NICs x 800 Gb/s / 2:1
 
 
+def test_b200_what_if_brings_its_nvlink_and_price() -> None:
+    g = build_graph(rail_fabric(64, "B200"))
+    assert g.edges["h0/gpu0", "h0/nvsw"]["bw_GBps"] == 900.0
+    h200 = build_graph(rail_fabric(64, "H200"))
+    assert h200.edges["h0/gpu0", "h0/nvsw"]["bw_GBps"] == 450.0
+    model = get_model("mixtral-8x7b")
+    b200 = bill_of_materials(g, 64, get_gpu("B200"), model)
+    assert b200.cost_usd["hosts"] == 8 * Prices().host("B200")
+    assert b200.power_mw > bill_of_materials(h200, 64, get_gpu("H200"), model).power_mw
+
+
 @pytest.mark.parametrize("gpus", [7, 12, 0, max_rail_gpus() + 8])
 def test_impossible_counts_one_line_exit_2(gpus: int) -> None:
     out = CliRunner().invoke(main, ["design", "--gpus", str(gpus)])
@@ -135,6 +148,22 @@ def test_design_step_is_moesim_step(small_result: DesignResult, tmp_path: Path) 
     assert out.exit_code == 0, out.output
     step = json.loads(out.output)["step_time_s"]
     assert rec["simulated_step_s"] == pytest.approx(step, rel=0.01)
+
+
+def test_sizing_takes_the_fewest_units_that_meet_the_goal() -> None:
+    """20T tokens in 10 days of the 4-layer Mixtral: 768 GPUs meet it by estimate, 512 not."""
+    spec = DesignSpec(model=SMALL.model, gpu="H100", tokens=20e12, days=10, global_batch=1024,
+                      max_tp=1, max_cp=1)
+    model, gpu = load_model(spec.model), get_gpu("H100")
+    sz = size_cluster(spec, model, gpu, lambda _: None)
+    assert sz.gpus % SU_GPUS == 0 and sz.prepared.gpus == sz.gpus
+    assert sz.tried[sz.gpus] is not None and sz.tried[sz.gpus] <= 10
+    below = sz.tried.get(sz.gpus - SU_GPUS)
+    assert below is None or below > 10
+    assert sz.gpus - SU_GPUS in sz.tried  # the unit below was tried and missed
+    budget = size_cluster(DesignSpec(model=SMALL.model, gpu="H100", gpu_budget=300,
+                                     max_tp=1, max_cp=1), model, gpu, lambda _: None)
+    assert budget.gpus == 296 and "budget" in budget.reason
 
 
 def test_tied_within_the_band() -> None:
