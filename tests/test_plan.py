@@ -20,7 +20,7 @@ from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
 from moesim.plan.bom import FAILURES_PER_GPU_DAY, bill_of_materials
 from moesim.plan.candidates import check_layout, enumerate_candidates
-from moesim.plan.cluster import max_rail_gpus, rail_fabric, tiers_for
+from moesim.plan.cluster import fabric_spec, max_rail_gpus, rail_fabric, tiers_for
 from moesim.plan.design import DesignResult, design
 from moesim.plan.prepare import load_model, prepare
 from moesim.plan.prices import Prices
@@ -84,6 +84,16 @@ def test_rail_fabric_for_any_count(gpus: int, tiers: int) -> None:
         leaf_up = sum(d["bw_GBps"] for _, _, d in g.out_edges("leaf.r0.su0", data=True)
                       if d["tier"] == "leaf_spine")
         assert leaf_up == pytest.approx(32 * 100.0 / 2.0)  # 32 NICs x 800 Gb/s / 2:1
+
+
+def test_gb200_builds_nvl72_racks() -> None:
+    fs = fabric_spec("auto", 1152 + 72, "GB200")
+    assert dict(fs.params)["racks"] == 17 and dict(fs.params)["tiers"] == 3
+    g = build_graph(fabric_spec("auto", 144, "GB200"))
+    assert g.graph["nvlink_domain_size"] == 72
+    assert sum(1 for _, k in g.nodes(data="kind") if k == "gpu") == 144
+    with pytest.raises(ConfigError, match="NVL72 racks"):
+        fabric_spec("auto", 100, "GB200")
 
 
 def test_b200_what_if_brings_its_nvlink_and_price() -> None:

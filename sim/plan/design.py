@@ -22,7 +22,7 @@ from moesim.model import ModelConfig, ParamCounts, param_counts
 from moesim.parallel.placement import GroupPlacement
 from moesim.plan.bom import BillOfMaterials, bill_of_materials
 from moesim.plan.candidates import Candidate
-from moesim.plan.cluster import AUTO, check_gpus, fabric_label
+from moesim.plan.cluster import AUTO, check_count, fabric_label
 from moesim.plan.prepare import Prepared, Ranked, load_model, no_fit, prepare
 from moesim.plan.prices import Prices, load_prices
 from moesim.plan.simulate import SimTask, simulate_all, step_spec
@@ -113,7 +113,7 @@ def design(spec: DesignSpec, jobs: int = 1, dask: str | None = None,
     else:
         gpus = spec.gpus
         if spec.fabric == AUTO:
-            check_gpus(gpus)
+            check_count(gpus, spec.gpu)
         say(f"building the fabric and estimating layouts for {gpus} GPUs")
         prep = prepare(spec, model, gpu, gpus)
     if not prep.ranked:

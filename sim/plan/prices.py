@@ -13,6 +13,8 @@ host_usd.H100               250000     8-GPU HGX H100 server, 2024 street price 
 host_usd.H800               250000     as H100 (same board, export-limited NVLink)
 host_usd.H200               300000     8-GPU HGX H200 server, 2025 order of magnitude
 host_usd.B200               450000     8-GPU HGX B200 server, 2025 order of magnitude
+host_usd.GB200              170000     one 4-GPU compute tray: an NVL72 rack (18 trays,
+                                       NVLink switches, power shelves) at ~USD 3M, 2025 order
 nic_usd                     2000       ConnectX-7 400G adapter (800G: x2, same table)
 switch_usd                  30000      64-port 400G switch (Quantum-2 QM9700 class)
 transceiver_usd             1000       one 400G OSFP optic; two per switch-side cable
@@ -38,7 +40,7 @@ from moesim.io import read_yaml
 
 FAST_PORT_FACTOR = 2.0
 HOST_USD = MappingProxyType({"H100": 250_000.0, "H800": 250_000.0, "H200": 300_000.0,
-                             "B200": 450_000.0})
+                             "B200": 450_000.0, "GB200": 170_000.0})
 
 
 @dataclass(frozen=True)

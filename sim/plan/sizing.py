@@ -1,8 +1,9 @@
 """Choose the GPU count: the fewest whole scalable units that meet the goal, by estimate.
 
 A goal is ``tokens`` in ``days`` (or a ``gpu_budget``, which is then the count, rounded down
-to whole hosts). Counts are whole rail scalable units (:data:`SU_GPUS`: 32 HGX hosts, the
-unit a rail fabric grows by). The search, on the estimate (each point enumerates and
+to whole hosts or racks). Counts are whole scalable units: :data:`SU_GPUS` (32 HGX hosts,
+the unit a rail fabric grows by), or for GB200 :data:`NVL72_SU_GPUS` (8 NVL72 racks, the
+DGX SuperPOD GB200 scalable unit). The search, on the estimate (each point enumerates and
 estimates every layout on the fabric built for that count, a few seconds):
 
 1. start from the count that would train in time at :data:`START_MFU` (an assumption that
@@ -23,11 +24,19 @@ from dataclasses import dataclass, field
 
 from moesim.hardware import GpuSpec
 from moesim.model import ModelConfig, flops_per_token
-from moesim.plan.cluster import HGX_GPUS_PER_HOST, HOSTS_PER_SU, check_gpus, max_rail_gpus
+from moesim.plan.cluster import (
+    HGX_GPUS_PER_HOST,
+    HOSTS_PER_SU,
+    NVL72_GPUS,
+    check_count,
+    max_rail_gpus,
+    unit_gpus,
+)
 from moesim.plan.prepare import Prepared, prepare
 from moesim.plan.spec import DesignSpec
 
 SU_GPUS = HOSTS_PER_SU * HGX_GPUS_PER_HOST
+NVL72_SU_GPUS = 8 * NVL72_GPUS
 START_MFU = 0.4  # assumption, seeds the search only
 MAX_POINTS = 6
 DAY_S = 86400.0
@@ -54,18 +63,26 @@ def estimated_days(spec: DesignSpec, prep: Prepared) -> float | None:
     return spec.tokens * prep.ranked[0].est_per_token_s(spec.seq_len) / DAY_S
 
 
-def _round_su(gpus: float) -> int:
-    return int(min(max_rail_gpus(), max(SU_GPUS, math.ceil(gpus / SU_GPUS) * SU_GPUS)))
+def su_gpus(gpu: str) -> int:
+    """GPUs of one scalable unit of ``gpu`` clusters (module docstring)."""
+    return NVL72_SU_GPUS if unit_gpus(gpu) == NVL72_GPUS else SU_GPUS
+
+
+def _round_su(gpus: float, su: int) -> int:
+    top = max_rail_gpus() - max_rail_gpus() % su
+    return int(min(top, max(su, math.ceil(gpus / su) * su)))
 
 
 def size_cluster(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
                  say: Callable[[str], None]) -> Sizing:
     """The count for ``spec``'s goal (module docstring)."""
+    su, unit = su_gpus(gpu.name), unit_gpus(gpu.name)
     if spec.gpu_budget is not None:
-        gpus = spec.gpu_budget - spec.gpu_budget % HGX_GPUS_PER_HOST
-        check_gpus(gpus)
+        gpus = spec.gpu_budget - spec.gpu_budget % unit
+        check_count(gpus, gpu.name)
         prep = prepare(spec, model, gpu, gpus)
-        return Sizing(gpus, f"the GPU budget ({spec.gpu_budget}, whole 8-GPU hosts)", prep,
+        return Sizing(gpus, f"the GPU budget ({spec.gpu_budget}, whole {unit}-GPU "
+                            f"{'racks' if unit == NVL72_GPUS else 'hosts'})", prep,
                       {gpus: estimated_days(spec, prep)})
     tried: dict[int, float | None] = {}
     preps: dict[int, Prepared] = {}
@@ -79,18 +96,19 @@ def size_cluster(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
         return tried[n]
 
     flops = 3 * flops_per_token(model, spec.seq_len).total * spec.tokens
-    n = _round_su(flops / (spec.days * DAY_S * START_MFU * gpu.peak_tflops("bf16") * 1e12))
+    n = _round_su(flops / (spec.days * DAY_S * START_MFU * gpu.peak_tflops("bf16") * 1e12),
+                  su)
     while days_at(n) is None and n < max_rail_gpus() and len(tried) < MAX_POINTS:
-        n = _round_su(2 * n)
+        n = _round_su(2 * n, su)
     d = days_at(n)
     if d is None:
         return Sizing(n, "no count tried fits the model in memory", preps[n], tried)
-    n = _round_su(n * d / spec.days)
+    n = _round_su(n * d / spec.days, su)
     while len(tried) < MAX_POINTS:
         d = days_at(n)
         if d is not None and d <= spec.days:
-            lower = n - SU_GPUS
-            if lower < SU_GPUS or (lower in tried and not _meets(tried[lower], spec.days)):
+            lower = n - su
+            if lower < su or (lower in tried and not _meets(tried[lower], spec.days)):
                 break
             if lower not in tried and len(tried) >= MAX_POINTS:
                 break
@@ -100,9 +118,9 @@ def size_cluster(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
             break
         if n >= max_rail_gpus():
             break
-        n += SU_GPUS
+        n += su
     meets = _meets(tried.get(n), spec.days)
-    reason = (f"the fewest whole scalable units ({SU_GPUS} GPUs each) whose best layout "
+    reason = (f"the fewest whole scalable units ({su} GPUs each) whose best layout "
               f"trains {spec.tokens / 1e12:g}T tokens in {spec.days:g} days by estimate "
               f"({tried[n]:.1f} days)" if meets else
               f"the closest to {spec.days:g} days among the counts tried "
