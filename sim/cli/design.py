@@ -7,6 +7,7 @@ also do it themselves (:func:`_one_line`) so they behave the same when used alon
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -120,7 +121,8 @@ def _outputs(out: str) -> list[Path]:
 
 @click.command()
 @_spec_options
-@click.option("-j", "--jobs", type=int, default=2, show_default=True,
+@click.option("-j", "--jobs", type=int, default=lambda: os.cpu_count() or 1,
+              show_default="all cores",
               help="Local worker processes for the simulated candidates.")
 @click.option("--dask", "dask_address", default=None,
               help="Run the simulated candidates on a Dask scheduler at this address.")
