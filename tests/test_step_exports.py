@@ -128,3 +128,24 @@ def test_large_runs_are_sampled_and_say_so() -> None:
     assert sampling["ranks_kept"] == len(pids) < 40 and 7 in pids  # the path's rank is kept
     assert "every 5th simulated rank" in sampling["rule"]
     assert step_trace(rec)["otherData"]["sampling"]["ranks_kept"] == 40
+
+
+def test_balanced_all_to_all_is_one_collective(tmp_path: Path) -> None:
+    from moesim.export.chakra_et import write_chakra
+    from moesim.export.record import Comm, Span, StepRecord
+
+    def a2a(rank: int, sizes: tuple[float, ...]) -> Span:
+        comm = Comm("all_to_all", "ep", (0, 1, 2), sum(sizes) - sizes[rank], sizes, sizes)
+        return Span(rank, 0.0, 1e-3, "a2a", "dispatch a2a L0 F mb0 vs0", comm)
+
+    rec = StepRecord("b", "full", 3, (0, 1, 2),
+                     (*tuple(a2a(r, (5.0, 5.0, 5.0)) for r in range(3)), a2a(0, (0.0, 7.0, 5.0))))
+    write_chakra(rec, tmp_path, "b")
+    nodes = read_et(tmp_path / "b.0.et")[1]
+    coll = [n for n in nodes if n.type == chakra_pb.COMM_COLL_NODE]
+    assert len(coll) == 1 and attrs(coll[0])["comm_type"] == chakra_pb.ALL_TO_ALL
+    assert attrs(coll[0])["comm_size"] == 10  # what rank 0 sends to its two peers
+    pairs = [n for n in nodes if n.type in (chakra_pb.COMM_SEND_NODE, chakra_pb.COMM_RECV_NODE)]
+    assert len(pairs) == 4 and list(pairs[0].data_deps) == [coll[0].id]  # the skewed one
+    groups = json.loads((tmp_path / "b.comm_groups.json").read_text())
+    assert groups[attrs(coll[0])["pg_name"]] == [0, 1, 2]
