@@ -7,8 +7,8 @@ for it (:func:`step_spec`; :func:`step_scenario` writes it as a step scenario fi
 (:func:`moesim.sweep.execute.open_executor`: inline for ``-j 1``, a local process pool, or a
 Dask cluster with ``--dask ADDRESS``).
 
-Not simulated, by the step simulator's scope: recomputation (the memory plan's ``selective``
-or ``full`` recompute is priced by the estimate only; the step runs no recompute ops).
+The step runs the recompute the memory plan chose for the candidate (``StepSpec.recompute``:
+``selective`` re-runs the attention core forward, ``full`` each layer's forward).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def step_spec(spec: DesignSpec, model: ModelConfig, cand: Candidate,
                     schedule=cand.schedule, microbatches=cand.num_microbatches,
                     micro_batch_size=spec.micro_batch_size, seq_len=spec.seq_len,
                     compute_dtype="fp8" if spec.precision == "fp8" else "bf16",
-                    seed=spec.seed)
+                    recompute=cand.recompute, seed=spec.seed)
 
 
 def _model_value(spec: DesignSpec, model: ModelConfig) -> str | dict[str, Any]:
@@ -55,7 +55,7 @@ def step_scenario(spec: DesignSpec, model: ModelConfig, cand: Candidate, fabric:
         "schedule": cand.schedule, "global_batch": cand.global_batch,
         "micro_batch_size": spec.micro_batch_size, "seq_len": spec.seq_len,
         "compute_dtype": "fp8" if spec.precision == "fp8" else "bf16",
-        "seed": spec.seed, "mode": "fast",
+        "recompute": cand.recompute, "seed": spec.seed, "mode": "fast",
     }
 
 
