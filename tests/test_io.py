@@ -156,3 +156,10 @@ def test_atomic_write_keeps_symlinks_and_modes(tmp_path: Path) -> None:
     assert link.is_symlink() and target.read_text() == "new"
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_readme_limits_table_is_the_code_s() -> None:
+    from moesim.io import limits_table
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert limits_table() in readme

@@ -5,9 +5,11 @@ A value past its limit would not be a bigger answer, only a hang or a blown memo
 field, the value and the limit. The table is documented in the README ("Limits and
 guarantees"); :func:`limits_table` prints it.
 
-Each limit is about 100x the largest real case moesim ships or cites (DeepSeek-V3 has 61
-layers and 256 experts; the largest shipped fabric has 4096 GPUs; the largest shipped global
-batch is 16384 sequences), so no real study meets one.
+Each limit is 8x or more the largest real case moesim ships or cites (DeepSeek-V3 and Kimi K2
+have 61 layers and up to 384 experts; the largest shipped fabric has 4096 GPUs; the largest
+shipped global batch is 16384 sequences; long-context training reaches 128K-token
+sequences), so no real study meets one, while each stays small enough that the work it allows
+fits in memory.
 
 >>> check_limit("layers", 61, "model.num_hidden_layers")
 61
@@ -48,8 +50,9 @@ LIMITS: dict[str, Limit] = {
     "microbatches": Limit(4096, "micro-batches", "micro-batches per pipeline in one step"),
     "global_batch": Limit(1 << 24, "sequences", "sequences per step"),
     "micro_batch_size": Limit(1 << 16, "sequences", "sequences per micro-batch"),
-    "seq_len": Limit(1 << 24, "tokens", "tokens per sequence"),
-    "tokens_per_rank": Limit(1 << 24, "tokens", "tokens per rank of a layer-stack scenario"),
+    "seq_len": Limit(1 << 20, "tokens", "tokens per sequence"),
+    "microbatch_tokens": Limit(1 << 21, "tokens", "tokens per micro-batch (size x seq_len)"),
+    "tokens_per_rank": Limit(1 << 20, "tokens", "tokens per rank of a layer-stack scenario"),
     "seeds": Limit(100_000, "seeds", "seed replicas of one sweep"),
     "sweep_points": Limit(1_000_000, "points", "points of one sweep"),
     "jobs": Limit(1024, "processes", "local worker processes of a sweep (-j)"),

@@ -78,7 +78,8 @@ def step_from_dict(data: object, default_name: str = "step") -> StepScenario:
     layout = build_plain(ParallelLayout, top.get("layout", {}), "layout")
     check_layout_limits(layout)
     mbs = check_count(top.get("micro_batch_size", 1), "micro_batch_size", "step.micro_batch_size")
-    check_count(top.get("seq_len", 4096), "seq_len", "step.seq_len")
+    seq_len = check_count(top.get("seq_len", 4096), "seq_len", "step.seq_len")
+    check_limit("microbatch_tokens", mbs * seq_len, "step.micro_batch_size")
     try:
         spec = _spec(top, layout, gpu, mbs)
     except ConfigError as exc:
