@@ -88,6 +88,13 @@ def goodput(write_s: float, interval_s: float, mtbf_s: float,
     return max(0.0, 1.0 - lost)
 
 
+def goodput_of(gpus: int) -> float:
+    """Goodput of a cluster of ``gpus`` at the Llama 3 interruption rate and the Young/Daly
+    checkpoint interval (what :func:`bill_of_materials` reports)."""
+    mtbf_s = 86400.0 / (FAILURES_PER_GPU_DAY * gpus)
+    return goodput(CHECKPOINT_WRITE_S, math.sqrt(2 * CHECKPOINT_WRITE_S * mtbf_s), mtbf_s)
+
+
 def _optics(cables: dict[str, int]) -> int:
     return sum(n * (1 + NIC_OPTICS if tier == "nic" else 2) for tier, n in cables.items())
 

@@ -40,7 +40,7 @@ def _header(rec: dict[str, Any]) -> list[str]:
         f"- {rec['goal']['tokens'] / 1e12:g}T tokens: {rec['ideal_days']:.1f} days of steps; "
         f"**{rec['days_to_train']:.1f} days** with interruptions and checkpoints charged "
         f"(goodput {rec['goodput']:.1%}); target {rec['goal']['days']:g} days: "
-        f"{'met' if rec['days_to_train'] <= rec['goal']['days'] else 'missed'}.",
+        f"{'met' if rec['days_to_train'] <= rec['goal']['days'] else _missed(rec)}.",
     ]
     if band:
         lines.append(f"- How far off that may be: {band['sentence']} (`moesim validate`; "
@@ -49,6 +49,13 @@ def _header(rec: dict[str, Any]) -> list[str]:
         lines.append("- Validation error band: not available in this build "
                      "(`moesim.results.band` missing); treat the step as unvalidated.")
     return [*lines, ""]
+
+
+def _missed(rec: dict[str, Any]) -> str:
+    """'missed', with the GPUs the target needs at this throughput per GPU (linear scaling)."""
+    need = rec["chosen_gpus"] * rec["days_to_train"] / rec["goal"]["days"]
+    return (f"missed (at this throughput per GPU it needs about {need:,.0f} GPUs; "
+            "run without --gpus to size the cluster)")
 
 
 def _why(rec: dict[str, Any]) -> list[str]:

@@ -8,9 +8,10 @@ estimates every layout on the fabric built for that count, a few seconds):
 
 1. start from the count that would train in time at :data:`START_MFU` (an assumption that
    only seeds the search), doubling while no layout fits in memory;
-2. scale by the estimated days over the target (data parallelism scales throughput about
-   linearly), then step one unit at a time: up while the estimate misses the target, down
-   while one unit fewer still meets it, at most :data:`MAX_POINTS` counts in all.
+2. scale by the estimated days (goodput charged, as the report's days are) over the target
+   (data parallelism scales throughput about linearly), then step one unit at a time: up
+   while the estimate misses the target, down while one unit fewer still meets it, at most
+   :data:`MAX_POINTS` counts in all.
 
 The count is chosen on the estimate; the design then simulates it, and the report says
 when the simulated days miss the target (the estimate only prunes).
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 from moesim.hardware import GpuSpec
 from moesim.model import ModelConfig, flops_per_token
+from moesim.plan.bom import goodput_of
 from moesim.plan.cluster import (
     HGX_GPUS_PER_HOST,
     HOSTS_PER_SU,
@@ -57,10 +59,12 @@ class Sizing:
 
 
 def estimated_days(spec: DesignSpec, prep: Prepared) -> float | None:
-    """Days to train ``spec.tokens`` with the best layout by estimate (None: none fits)."""
+    """Wall days to train ``spec.tokens`` with the best layout by estimate, interruptions and
+    checkpoints charged (:func:`moesim.plan.bom.goodput_of`); None when no layout fits."""
     if not prep.ranked:
         return None
-    return spec.tokens * prep.ranked[0].est_per_token_s(spec.seq_len) / DAY_S
+    ideal = spec.tokens * prep.ranked[0].est_per_token_s(spec.seq_len) / DAY_S
+    return ideal / goodput_of(prep.gpus)
 
 
 def su_gpus(gpu: str) -> int:
