@@ -617,6 +617,7 @@ def _mutated(
 
 
 SHAPE_FIELDS = {
+    "topo": "preset",
     "run": "scenario",
     "step": "step",
     "sweep": "sweep",
@@ -696,6 +697,7 @@ def build_corpus() -> list[Case]:
             "sweep.base",
         ),
         *_file_cases("hf", acct, "config.json", JSON_FILES, "model.path"),
+        *_file_cases("topo", ("topo", "{d}/f.yaml"), "f.yaml", YAML_FILES, "preset"),
         *_file_cases(
             "design-hf",
             ("design", "--model", _OK_HF),

@@ -1,7 +1,7 @@
 """The malformed-input corpus (tests/malformed_corpus.py): every case answers in one line.
 
-Each of the 400+ generated cases must exit with status 2 and exactly one line on stderr,
-``moesim: <field>...`` naming the field its table entry expects, without a traceback, within
+Each generated case (497 today, at least 400) must exit with status 2 and exactly one line on
+stderr, ``moesim: <field>...`` naming the field its table entry expects, without a traceback, within
 10 s and 1 GiB, and leave every file of its folder as it was. The cases run in-process
 through click's CliRunner inside two worker processes whose address space is capped at
 1 GiB (``RLIMIT_AS``), so a blow-up fails its case instead of the test run. A few hostile
@@ -118,7 +118,7 @@ def test_every_malformed_input_gets_one_line_and_exit_2(tmp_path: Path) -> None:
     assert not failures, f"{len(failures)} of {len(rows)} cases:\n" + "\n".join(failures)
 
 
-@pytest.mark.parametrize("kind", ["bomb", "deep", "devzero", "fifo", "usage"])
+@pytest.mark.parametrize("kind", ["bomb", "devzero", "fifo"])
 def test_hostile_inputs_through_the_real_command(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "s.yaml"
     if kind in YAML_FILES:
