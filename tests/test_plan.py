@@ -3,6 +3,7 @@ the design's step against `moesim step`, bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -235,3 +236,19 @@ def test_plan_commands() -> None:
 
 def test_failure_rate_from_llama3() -> None:
     assert pytest.approx(419 / (54 * 16384)) == FAILURES_PER_GPU_DAY
+
+
+def test_inline_pool_and_dask_simulate_the_same_steps() -> None:
+    """-j 1, -j 2 and --dask ADDRESS run the same candidates to the same simulated steps."""
+    distributed = pytest.importorskip("distributed")
+    spec = dataclasses.replace(SMALL, simulate_min=2, simulate_max=2)
+
+    def steps(**kw: object) -> list[tuple[str, float]]:
+        res = design(spec, **kw)  # type: ignore[arg-type]
+        return [(r.cand.name, r.step_time_s) for r in res.simulated]
+
+    inline = steps(jobs=1)
+    assert len(inline) == 2 and steps(jobs=2) == inline
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        assert steps(dask=cluster.scheduler_address) == inline
