@@ -508,6 +508,7 @@ FLAG_CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("design-gpus-0", ("design", "--gpus", "0"), "gpus"),
     ("design-gpus-neg", ("design", "--gpus", "-8"), "gpus"),
     ("design-gpus-x", ("design", "--gpus", "x"), "'--gpus'"),
+    ("design-gpus-7", ("design", "--gpus", "7"), "gpus"),  # not a whole number of hosts
     ("design-gpus-huge", ("design", "--gpus", "1000000000"), "gpus"),
     ("design-tokens-inf", ("design", "--tokens", "inf"), "tokens"),
     ("design-tokens-nan", ("design", "--tokens", "nan"), "tokens"),

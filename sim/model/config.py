@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moesim.errors import ConfigError
-from moesim.io import check_limit
+from moesim.io import check_limit, short
 from moesim.model.layer_pattern import moe_layers_from_freq
 
 ATTENTION_KINDS = ("mha", "gqa", "mla")
@@ -63,7 +63,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _check_types(self)
         if self.attention not in ATTENTION_KINDS:
-            raise ConfigError("model.attention", f"unknown {self.attention!r}; allowed: "
+            raise ConfigError("model.attention", f"unknown {short(self.attention)}; allowed: "
                               + ", ".join(ATTENTION_KINDS))
         self._fill_defaults()
         self._check_attention()
@@ -165,16 +165,16 @@ def _check_types(cfg: ModelConfig) -> None:
     for name in (*_INT_FIELDS, "n_group", "topk_group"):
         value = getattr(cfg, name)
         if not _is_int(value) or value < 1:
-            raise ConfigError(f"model.{name}", f"must be a positive integer, got {value!r}")
+            raise ConfigError(f"model.{name}", f"must be a positive integer, got {short(value)}")
     for name in _NONNEG_INT_FIELDS:
         value = getattr(cfg, name)
         if not _is_int(value) or value < 0:
-            raise ConfigError(f"model.{name}", f"must be an integer >= 0, got {value!r}")
+            raise ConfigError(f"model.{name}", f"must be an integer >= 0, got {short(value)}")
     for name in (*_INT_FIELDS, *_NONNEG_INT_FIELDS, "n_group"):
         check_limit(_LIMIT_KIND.get(name, "width"), getattr(cfg, name), f"model.{name}")
     if cfg.q_lora_rank is not None and not _is_int(cfg.q_lora_rank):
         raise ConfigError("model.q_lora_rank", f"must be an integer or None, got "
-                          f"{cfg.q_lora_rank!r}")
+                          f"{short(cfg.q_lora_rank)}")
     for name in _BOOL_FIELDS:
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"model.{name}", f"must be true or false, got "
@@ -207,7 +207,7 @@ def model_from_dict(data: Mapping[str, Any]) -> ModelConfig:
             raise ConfigError(f"model.{required}", "required field is missing")
     first_k = data.get("first_k_dense", 0)
     if not _is_int(first_k) or first_k < 0:
-        raise ConfigError("model.first_k_dense", f"must be an integer >= 0, got {first_k!r}")
+        raise ConfigError("model.first_k_dense", f"must be an integer >= 0, got {short(first_k)}")
     pattern = kwargs.get("moe_layers")
     num_layers = kwargs["num_layers"]
     check_limit("layers", num_layers, "model.num_layers")

@@ -55,7 +55,7 @@ def load_hf_json(path: str | os.PathLike[str]) -> dict[str, Any]:
         p = p / "config.json"
     data = read_json(p, "model.path")
     if not isinstance(data, dict):
-        raise ConfigError("model.path", f"{str(p)!r} does not hold a JSON object")
+        raise ConfigError("model.path", f"{short(str(p))} does not hold a JSON object")
     return data
 
 
@@ -197,7 +197,7 @@ class _Reader:
     def get_bool(self, key: str, default: bool) -> bool:
         value = self._data.get(key, default)
         if not isinstance(value, bool):
-            raise ConfigError(f"model.{key}", f"must be true or false, got {value!r}")
+            raise ConfigError(f"model.{key}", f"must be true or false, got {short(value)}")
         return value
 
     def get_str(self, key: str, default: str) -> str:
@@ -205,5 +205,5 @@ class _Reader:
         if value is None:
             return default
         if not isinstance(value, str):
-            raise ConfigError(f"model.{key}", f"must be a string, got {value!r}")
+            raise ConfigError(f"model.{key}", f"must be a string, got {short(value)}")
         return value

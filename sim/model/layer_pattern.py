@@ -61,7 +61,7 @@ def parse_layer_freq(text: str, field: str = "moe_layer_freq") -> int | list[int
     if isinstance(value, list):
         bad = [v for v in value if v not in (0, 1)]
         if bad:
-            raise ConfigError(field, f"list entries must be 0 or 1 (1 = MoE), got {bad[0]!r}")
+            raise ConfigError(field, f"list entries must be 0 or 1 (1 = MoE), got {short(bad[0])}")
     return value
 
 
@@ -138,7 +138,7 @@ def _flags_from_list(items: Sequence[object], num_layers: int, field: str) -> li
     flags = []
     for item in items:
         if item not in (0, 1) or not isinstance(item, int):
-            raise ConfigError(field, f"list entries must be 0/1 or booleans, got {item!r}")
+            raise ConfigError(field, f"list entries must be 0/1 or booleans, got {short(item)}")
         flags.append(bool(item))
     return flags
 
@@ -150,12 +150,12 @@ def moe_layers_qwen(
     if isinstance(decoder_sparse_step, bool) or not isinstance(decoder_sparse_step, int) \
             or decoder_sparse_step < 1:
         raise ConfigError("model.decoder_sparse_step", f"must be an int >= 1, got "
-                          f"{decoder_sparse_step!r}")
+                          f"{short(decoder_sparse_step)}")
     dense = set()
     for idx in mlp_only_layers:
         if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < num_layers:
             raise ConfigError("model.mlp_only_layers", f"entries must be layer indices in "
-                              f"[0, {num_layers}), got {idx!r}")
+                              f"[0, {num_layers}), got {short(idx)}")
         dense.add(idx)
     return tuple(
         i not in dense and (i + 1) % decoder_sparse_step == 0 for i in range(num_layers)

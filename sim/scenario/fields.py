@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from moesim.errors import ConfigError
+from moesim.io import short
 
 T = TypeVar("T")
 
@@ -33,7 +34,8 @@ def check_type(value: object, kind: type, where: str) -> Any:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not ok:
-        raise ConfigError(where, f"must be {_TYPE_NAMES.get(kind, kind.__name__)}, got {value!r}")
+        wanted = _TYPE_NAMES.get(kind, kind.__name__)
+        raise ConfigError(where, f"must be {wanted}, got {short(value)}")
     return value
 
 

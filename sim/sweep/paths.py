@@ -17,6 +17,7 @@ import inspect
 from typing import Any
 
 from moesim.errors import ConfigError
+from moesim.io import short
 from moesim.model import get_model
 from moesim.model.config import MODEL_FIELDS
 from moesim.router import RouterConfig
@@ -50,11 +51,11 @@ def _children(top: str) -> list[str]:
 def check_path(path: object) -> str:
     """``path`` if it addresses a scenario field, else ConfigError naming it."""
     if not isinstance(path, str) or not path:
-        raise ConfigError("sweep", f"axis path must be a dotted string, got {path!r}")
+        raise ConfigError("sweep", f"axis path must be a dotted string, got {short(path)}")
     parts = path.split(".")
     if parts[0] not in TOP_KEYS:
         tops = ", ".join(TOP_KEYS)
-        raise ConfigError(path, f"unknown scenario field {parts[0]!r}; allowed: {tops}")
+        raise ConfigError(path, f"unknown scenario field {short(parts[0])}; allowed: {tops}")
     if len(parts) == 1:
         return path
     top, rest = parts[0], parts[1:]
