@@ -20,6 +20,9 @@ Measured (shared 2-core machine, 7 engineers; load 5-14; -j 2):
   17.71 s simulated step, 20.47 s estimated).
 * 12:48, ``-- --gpus 4096 --max-tp 1 --max-cp 1 -j 2``: 16 simulated (median 5.3 s, max
   13.9 s each), whole process 65.6 s (load 12-15).
+* 13:03, the same after the step began to run the memory plan's recompute (fid) and the tasks
+  are submitted longest first: 16 simulated (median 7.1 s, max 16.4 s), 69.6 s (load 11-12),
+  chosen step 11.49 s (full recompute simulated; 9.19 s before).
 * 12:27, the defaults: sized to 1,280 GPUs in 15.3 s (3 counts estimated), then 1 of 16
   candidates simulated after 629 s; stopped at ``--max-wall-s 1200``. The top 16 by estimate
   are mostly tp2/tp4/cp2 layouts with ~410 micro-batches, whose TP/CP collectives fast mode

@@ -77,6 +77,13 @@ def to_simulate(ranked: list[Ranked], seq_len: int, first: int, cap: int) -> lis
     return todo[: cap - len(done)]
 
 
+def work(cand: Candidate) -> int:
+    """A proxy of a candidate's fast-mode wall time: the representative pipeline's ranks
+    (pp x tp x cp) times its micro-batch passes; the order it sets only balances workers."""
+    lay = cand.layout
+    return lay.pp * lay.tp * lay.cp * cand.num_microbatches
+
+
 def simulate_ranked(spec: DesignSpec, model: ModelConfig, prep: Prepared, jobs: int,
                     dask: str | None, say: Say) -> list[Ranked]:
     """Simulate what :func:`to_simulate` asks until it asks nothing; the ranked list."""
@@ -84,6 +91,7 @@ def simulate_ranked(spec: DesignSpec, model: ModelConfig, prep: Prepared, jobs: 
     while todo := to_simulate(ranked, spec.seq_len, spec.simulate_min, spec.simulate_max):
         say(f"simulating {len(todo)} candidate(s) in fast mode (-j {jobs}"
             + (f", dask {dask}" if dask else "") + ")")
+        todo.sort(key=lambda i: -work(ranked[i].cand))  # longest first: workers end together
         tasks = [SimTask(i, step_spec(spec, model, ranked[i].cand, prep.fabric),
                          spec.routing_draws) for i in todo]
         recs = simulate_all(tasks, jobs, dask, lambda d, n: say(f"  simulated {d}/{n}"))
