@@ -12,6 +12,7 @@ import simpy
 
 from moesim.collectives.alltoall import AllToAll
 from moesim.collectives.ring import ring_reduce_scatter
+from moesim.engine.copies import CopiesRouter
 from moesim.engine.network import FlowNetwork
 from moesim.errors import ConfigError
 from moesim.fabric.build import build_graph
@@ -21,9 +22,9 @@ from moesim.parallel.layout import ParallelLayout
 from moesim.router import RouterConfig, route_tokens
 from moesim.scenario.schema import FabricSpec
 from moesim.step import StepResult, StepSpec, run_step
-from moesim.step.estimate import A2ATimer, HostRingTimer, ring_pairs
 from moesim.step.fast import fast_plan, representative_ranks
 from moesim.step.mode import Fast, StepMode, step_mode
+from moesim.step.phases import A2APhases, RingPhases
 
 RAIL32 = FabricSpec(preset="rail-h800-64", params=(("hosts", 8), ("gpus_per_host", 4),
                                                    ("gpu", "H100")),
@@ -60,13 +61,19 @@ def test_fast_agrees_with_full_on_a_symmetric_case(healthy: tuple[StepResult, St
     assert fast.engine["flows"] < full.engine["flows"] / 10  # only pipeline sends are flows
 
 
-def test_degraded_link_of_another_replica_slows_full_mode_only(
+def test_degraded_link_of_another_replica_slows_both_modes(
     healthy: tuple[StepResult, StepResult],
 ) -> None:
+    """A NIC link of a replica outside the representative pipeline at 25 %: full mode slows
+    down, and so does fast mode, whose phases carry every replica's copy of each flow (each
+    copy held to the slowest copy's rate, moesim.engine.copies)."""
     full, fast = healthy
     spec = _spec(fabric=dataclasses.replace(RAIL32, faults=(FAULT,)))
-    assert run_step(spec).step_time_s > full.step_time_s * 1.02
-    assert run_step(spec, "fast").step_time_s == pytest.approx(fast.step_time_s, rel=1e-12)
+    slow_full, slow_fast = run_step(spec), run_step(spec, "fast")
+    print(full.step_time_s, fast.step_time_s, slow_full.step_time_s, slow_fast.step_time_s)
+    assert slow_full.step_time_s > full.step_time_s * 1.3
+    assert slow_fast.step_time_s > fast.step_time_s * 1.3
+    assert slow_fast.step_time_s == pytest.approx(slow_full.step_time_s, rel=0.1)
 
 
 @pytest.mark.parametrize("slow_rank", [None, 0, 1])
@@ -110,25 +117,23 @@ def _engine_a2a(router: object, gpus: np.ndarray, size: np.ndarray, offsets: np.
 
 @pytest.mark.parametrize("kind", ["uniform", "zipf", "hot"])
 @pytest.mark.parametrize("preset", ["rail", "hgx"])
-def test_a2a_estimate_against_the_engine(kind: str, preset: str) -> None:
-    """Simultaneous sends: the link-load bound is the exact max-min makespan (measured gap
-    < 0.02 %); staggered releases (0-0.2 ms): a lower bound, at most 13 % below."""
+def test_a2a_phase_is_the_engine(kind: str, preset: str) -> None:
+    """One group's phase (A2APhases, one copy) is the flow engine's all-to-all with the
+    members' release offsets, to the last byte (the same max-min fluid model)."""
     fs = RAIL32 if preset == "rail" else FabricSpec(preset="hgx-h100", multipath="dmodk")
     idx = GraphIndex(build_graph(fs), fs, "H100")
     gpus = np.arange(8)
-    router = idx.router(list(gpus))
-    timer = A2ATimer(router, gpus)
+    router = idx.whole()
     cfg = {"uniform": RouterConfig(), "zipf": RouterConfig(kind="zipf", alpha=1.2),
            "hot": RouterConfig(kind="hot", hot_experts=1, hot_factor=8.0)}[kind]
     res = route_tokens(cfg, tokens_per_rank=4096, n_ranks=8, n_experts=64, top_k=8, seed=0,
                        layer=0)
     size = res.rank_tokens_dedup.astype(float) * 7168
-    sync = np.zeros(8)
-    assert timer.time_s(size, sync) == pytest.approx(_engine_a2a(router, gpus, size, sync),
-                                                     rel=2e-4)
-    stagger = np.random.default_rng(1).uniform(0, 2e-4, 8)
-    exact = _engine_a2a(router, gpus, size, stagger)
-    assert exact * 0.85 < timer.time_s(size, stagger) <= exact * (1 + 1e-3)
+    phases = A2APhases(0.0)
+    for offsets in (np.zeros(8), np.random.default_rng(1).uniform(0, 2e-4, 8)):
+        end_s, link = phases.time_s(0, router, gpus[None, :], size, offsets)
+        assert end_s == pytest.approx(_engine_a2a(router, gpus, size, offsets), rel=1e-9)
+        assert link >= 0
 
 
 def test_subfabric_routes_are_the_whole_fabric_routes() -> None:
@@ -150,13 +155,11 @@ def test_subfabric_routes_are_the_whole_fabric_routes() -> None:
 
 
 @pytest.mark.parametrize("dense, expert", [(5e7, 0.0), (0.0, 2e8), (5e7, 2e8)])
-def test_ring_estimate_against_the_engine(dense: float, expert: float) -> None:
-    """Every DP and EDP ring of stage 0 reduce-scatters at once; rank 0's finish times.
-    Alone: within 1 %; the EDP ring (the larger) with the DP ring beside it: within 1 %, and so
-    is the end of both (what a rank waits for). The DP ring beside it ends about 2x sooner in
-    the estimate: the estimate queues the two rings per link (FIFO, the smaller first), the
-    engine shares each link fairly between one chunk of each ring for the DP ring's whole
-    life (ring ranks send one chunk at a time, in order)."""
+def test_ring_phases_against_the_engine(dense: float, expert: float) -> None:
+    """Every DP and EDP ring of stage 0 reduce-scatters at once, chunk by chunk in the engine;
+    RingPhases runs each ring edge as one flow of its (n - 1) / n share: rank 0's finish
+    times within 1.5 %, the DP ring beside the EDP ring included (both share the links
+    fairly in both models)."""
     idx = GraphIndex(build_graph(RAIL32), RAIL32, "H100")
     env = simpy.Environment()
     net = FlowNetwork(env, idx.whole(), record_timeline=False)
@@ -168,20 +171,15 @@ def test_ring_estimate_against_the_engine(dense: float, expert: float) -> None:
                 if 0 in g:
                     done[kind] = ring.rank_done[g.index(0)]
     env.run()
-    est_env = simpy.Environment()
-    rp = ring_pairs([0, 1, 2, 3], LAYOUT.group_of)
-    timer = HostRingTimer(est_env, idx.router(rp.ends), rp)
-    est = {k: timer.join(f"{k}_rs", 0, s) for k, s in (("dp", dense), ("edp", expert)) if s}
-    est_env.run()
+    ph_env = simpy.Environment()
+    ph_net = FlowNetwork(ph_env, CopiesRouter(idx.whole(), np.zeros((1, 0), dtype=np.int64)),
+                         record_timeline=False)
+    phases = RingPhases(ph_net)
+    est = {k: phases.join(f"{k}_rs", 0, 0, s, sorted({LAYOUT.group_of(k, r) for r in range(16)}))
+           for k, s in (("dp", dense), ("edp", expert)) if s}
+    ph_env.run()
     for kind, event in est.items():
-        ratio = float(event.value) / float(done[kind].value)  # type: ignore[arg-type]
-        if kind == "dp" and expert:
-            assert 0.4 < ratio < 0.6
-        else:
-            assert ratio == pytest.approx(1.0, abs=0.01)
-    last_est = max(float(e.value) for e in est.values())  # type: ignore[arg-type]
-    last_done = max(float(e.value) for e in done.values())  # type: ignore[arg-type]
-    assert last_est == pytest.approx(last_done, rel=0.01)
+        assert float(event.value) == pytest.approx(float(done[kind].value), rel=0.015)  # type: ignore[arg-type]
 
 
 def test_routing_draws_reuse_routings_cyclically() -> None:
@@ -272,3 +270,21 @@ def test_one_cached_pair_routes_as_in_a_batch() -> None:
         np.testing.assert_array_equal(one.link, batch.link[lo:hi])
         np.testing.assert_array_equal(one.weight, batch.weight[lo:hi])
         assert one.latency_s[0] == batch.latency_s[i] and one.cap_Bps[0] == batch.cap_Bps[i]
+
+
+def test_block_router_gives_the_whole_fabric_routes() -> None:
+    """Routes computed per pair of GPU blocks on their sub-fabric (BlockRouter) are the whole
+    fabric's D-mod-K routes, in the whole fabric's link ids."""
+    from moesim.fabric.blocks import BlockRouter
+
+    spec = FabricSpec(preset="rail-h200-4096", params=(("hosts", 96), ("gpu", "H200")),
+                      multipath="dmodk")
+    idx = GraphIndex(build_graph(spec), spec, "H200")
+    blocks, whole = BlockRouter(idx, 128), idx.whole()
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 768, 300)
+    dst = (src + rng.integers(1, 767, 300)) % 768
+    a, b = blocks.routes(src, dst), whole.routes(src, dst)
+    for name in ("ptr", "link", "weight", "latency_s", "cap_Bps"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert len(blocks._routers) > 1  # several block pairs, each its own sub-fabric

@@ -31,7 +31,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from moesim.engine.fabric import LinkTable, link_table
+from moesim.engine.fabric import Fabric, LinkTable, link_table
 from moesim.engine.pxn import PxnRouter
 from moesim.engine.routing import Router, RouteSet
 from moesim.fabric.build import derating, fabric_for
@@ -53,6 +53,23 @@ class MappedRouter(Router):
     def routes(self, src_gpu: np.ndarray, dst_gpu: np.ndarray) -> RouteSet:
         src, dst = np.asarray(src_gpu, dtype=np.int64), np.asarray(dst_gpu, dtype=np.int64)
         return self.inner.routes(self.local_of[src], self.local_of[dst])
+
+
+class GlobalRouter(Router):
+    """A sub-fabric's router answering in the whole fabric's ids: GPUs in, links out
+    (``global_link[l]``: the whole fabric's id of sub-fabric link ``l``; the whole fabric's
+    links are the link table's, in its order, as are the sub-fabric's kept ones)."""
+
+    def __init__(self, inner: MappedRouter, global_link: np.ndarray, fabric: Fabric) -> None:
+        self.inner = inner
+        self.global_link = global_link
+        self.fabric = fabric
+        self.mode = inner.mode
+
+    def routes(self, src_gpu: np.ndarray, dst_gpu: np.ndarray) -> RouteSet:
+        rs = self.inner.routes(src_gpu, dst_gpu)
+        return RouteSet(ptr=rs.ptr, link=self.global_link[rs.link], weight=rs.weight,
+                        latency_s=rs.latency_s, cap_Bps=rs.cap_Bps)
 
 
 @dataclass
@@ -105,7 +122,19 @@ class GraphIndex:
         attribute; the sub-fabric numbers its GPUs 0..k-1 in global order)."""
         if not self.prunable:
             return self.whole()
+        return self._sub(self._closure(sorted(set(gpus))))
+
+    def global_router(self, gpus: Iterable[int]) -> Router:
+        """Routes between ``gpus`` computed on their sub-fabric but named in the whole fabric's
+        GPU and link ids (:class:`GlobalRouter`), where the sub-fabric routes as the whole
+        fabric does (D-mod-K, spray on prunable fabrics); else :meth:`whole`."""
+        if not self.prunable or self.spec.multipath not in ("dmodk", "spray"):
+            return self.whole()
         keep = self._closure(sorted(set(gpus)))
+        mapped = self._sub(keep)
+        return GlobalRouter(mapped, self._table.within(keep), self.whole().fabric)
+
+    def _sub(self, keep: np.ndarray) -> MappedRouter:
         gpu_ids = np.sort(self._gpu_of[keep & (self._gpu_of >= 0)])
         local_of = np.full(self.n_gpus, -1, dtype=np.int64)
         local_of[gpu_ids] = np.arange(gpu_ids.size)

@@ -38,6 +38,7 @@ class StepResult:
     engine: MappingProxyType[str, float]
     mode: str = "full"  # "full": every rank simulated; "fast": one representative pipeline
     critical: CriticalPath | None = None  # full mode only (fast mode's estimates name no sender)
+    top_link: str = ""  # the link the last rank waited on most (full: on the critical path)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types, for JSON."""
@@ -52,6 +53,7 @@ class StepResult:
             "engine": dict(self.engine),
             "mode": self.mode,
             "critical_path": self.critical.to_dict() if self.critical else None,
+            "top_link": self.top_link,
         }
 
 
@@ -86,4 +88,11 @@ def summarise(spec: StepSpec, st: StepState, ranks: Iterable[int], mode: str,
         }),
         mode=mode,
         critical=critical,
+        top_link=_top_link(critical) if critical else st.top_link(last),
     )
+
+
+def _top_link(critical: CriticalPath) -> str:
+    """The link with the most transfer time on the critical path ("" if none)."""
+    links = [c for c in critical.contributors if c.kind == "link"]
+    return max(links, key=lambda c: c.time_s).link if links else ""

@@ -108,6 +108,11 @@ class StepState:
         simulated member of its EP group); full mode times all-to-alls with flows instead."""
         raise NotImplementedError("all-to-alls are flows here: use all_to_all()")
 
+    def top_link(self, rank: int) -> str:
+        """The link ``rank`` waited on most, where the state can name it without the
+        critical-path walk (fast mode's phases); "" here."""
+        return ""
+
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
         """``rank`` joins ring collective ``kind`` (dp_rs, edp_rs, dp_ag, edp_ag) of ``item``
         over its DP or EDP group; the event fires when ``rank`` is done."""

@@ -1,0 +1,167 @@
+"""Fast mode's communication phases, solved for every group of a stage at once on the fabric.
+
+Every DP replica runs the same program (fast mode's premise), so when the representative
+pipeline's rank reaches a collective, every group of that kind in its stage does too. Each
+phase puts the traffic of all those groups on the fabric together, as weighted flows that
+stand for the groups' identical copies (:class:`moesim.engine.copies.CopiesRouter`: exact when
+the copies are images of each other under a symmetry of the fabric and its routes), and times
+it with the max-min flow engine (:class:`moesim.engine.network.FlowNetwork`, the stage's
+``batch_window_rel``):
+
+* MoE all-to-alls (:class:`A2APhases`): one phase per (stage, byte matrix, release offsets),
+  in a private network from the group's reference time: member ``e`` sends its row at its
+  release offset ``o_e``; the phase ends with the last byte (of every copy). Cached: layers
+  that share their routing and costs share it.
+* DP / EDP gradient rings (:class:`RingPhases`): a ring of ``n`` ranks moves ``(n - 1) / n``
+  of the buffer over every ring edge, one chunk at a time in step order; with every rank in
+  step (symmetry) each edge carries one chunk at a time at the rate max-min gives it, so a
+  job is one flow per edge of ``(n - 1) / n x size`` bytes. Its path latency counts once,
+  as in the engine's rings: the sender of the slowest edge always holds its next chunk when
+  the last one drains, and NCCL-style rings send a chunk when the previous one has drained.
+  Jobs are flows in the representative pipeline's network, on the step's clock, beside its
+  pipeline sends (each standing for every DP replica's copy), so the rings of all stages, of
+  successive layers, and the pipeline sends share links fairly while they overlap, as in
+  full mode.
+
+What a phase does not see: all-to-all traffic of other stages and of other kinds at the same
+time (an all-to-all beside a gradient ring or a pipeline send); full mode sees it. The tests
+(``tests/test_step_congestion.py``) measure what that leaves against full mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import simpy
+
+from moesim.collectives.alltoall import AllToAll
+from moesim.engine.copies import CopiesRouter
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router
+from moesim.fabric.blocks import BlockRouter
+from moesim.fabric.subfabric import GraphIndex
+
+
+def base_router(index: GraphIndex, stage_gpus: int) -> Router:
+    """Whole-fabric routes for the phases: computed per pair of stages on their sub-fabric
+    where that routes as the whole fabric does (:class:`moesim.fabric.blocks.BlockRouter`;
+    D-mod-K and spray), else on the whole fabric (ECMP hashes node indices; PXN)."""
+    if index.prunable and index.spec.multipath in ("dmodk", "spray"):
+        return BlockRouter(index, stage_gpus)
+    return index.whole()
+
+
+def busiest_link(router: Router, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray
+                 ) -> int:
+    """The link whose bytes take longest at its capacity when the flows ``src -> dst`` of
+    ``size_bytes`` (each weighted by its route's weights) cross it: the link a phase's
+    duration rests on (-1 if none). Symmetric copies tie; the lowest link id wins."""
+    rs = router.routes(src, dst)
+    if not rs.link.size:
+        return -1
+    owner = np.repeat(np.arange(src.size), np.diff(rs.ptr))
+    load = np.bincount(rs.link, weights=rs.weight * size_bytes[owner],
+                       minlength=router.fabric.n_links)
+    return int(np.argmax(load / router.fabric.cap_Bps))
+
+
+def _digest(a: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
+
+
+class A2APhases:
+    """All-to-all phase times of every EP group of a stage at once (module docstring)."""
+
+    def __init__(self, eps: float) -> None:
+        self.eps = eps
+        self._routers: dict[int, CopiesRouter] = {}
+        self._digests: dict[int, tuple[np.ndarray, bytes]] = {}
+        self._cache: dict[tuple[int, bytes, bytes], tuple[float, int]] = {}
+        self.solves = 0
+
+    def time_s(self, stage: int, router: Router, groups: np.ndarray, size_bytes: np.ndarray,
+               offsets_s: np.ndarray) -> tuple[float, int]:
+        """(seconds from the reference time to the last byte, its :func:`busiest_link`) of
+        the all-to-all ``size_bytes`` [sender, receiver] run by every EP group
+        of ``stage`` (``groups``: [group, ep rank] GPUs) with release offsets ``offsets_s``."""
+        held = self._digests.get(id(size_bytes))
+        if held is None or held[0] is not size_bytes:  # the plan's arrays live for the step
+            held = self._digests[id(size_bytes)] = (size_bytes, _digest(size_bytes))
+        key = (stage, held[1], _digest(offsets_s))
+        if key not in self._cache:
+            copies = self._routers.get(stage)
+            if copies is None:
+                copies = self._routers[stage] = CopiesRouter(router, groups)
+            self._cache[key] = self._solve(copies, size_bytes, offsets_s)
+        return self._cache[key]
+
+    def _solve(self, router: CopiesRouter, size: np.ndarray, offsets: np.ndarray
+               ) -> tuple[float, int]:
+        env = simpy.Environment()
+        net = FlowNetwork(env, router, batch_window_rel=self.eps, record_timeline=False)
+        n = size.shape[0]
+        a2a = AllToAll(net, np.arange(n), size, 0)
+        for rank in range(n):
+            env.timeout(float(offsets[rank])).callbacks.append(_sender(a2a, rank))
+        env.run()
+        self.solves += 1
+        finish = net.groups.col["finish_s"][a2a.groups]
+        src, dst = np.divmod(np.flatnonzero(~np.eye(n, dtype=bool)), n)
+        return float(finish.max()), busiest_link(router, src, dst, size[src, dst])
+
+
+def _sender(a2a: AllToAll, rank: int):  # type: ignore[no-untyped-def]
+    def go(_: simpy.Event) -> None:
+        a2a.send(rank)
+
+    return go
+
+
+class RingPhases:
+    """DP / EDP ring jobs of whole stages as flows on the step's clock (module docstring)."""
+
+    def __init__(self, net: FlowNetwork) -> None:
+        assert isinstance(net.router, CopiesRouter)
+        self.env = net.env
+        self.router: CopiesRouter = net.router
+        self.net = net
+        self._blocks: dict[tuple[str, int], np.ndarray] = {}
+        self.jobs: dict[tuple[str, int, int], simpy.Event] = {}
+        self._sent: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # stage -> jobs' flows
+
+    def join(self, kind: str, stage: int, item: int, size_bytes: float,
+             rings: list[tuple[int, ...]]) -> simpy.Event:
+        """The job ``kind`` (dp_rs, edp_ag, ...) of ``item`` over every ring of ``stage``
+        (``rings``, all of one length, in ring order); its event fires when it is done
+        (value: that time)."""
+        key = (kind, stage, item)
+        if key in self.jobs:
+            return self.jobs[key]
+        ring = kind.split("_")[0]
+        block = self._blocks.get((ring, stage))
+        if block is None:
+            block = self._blocks[(ring, stage)] = self.router.extend(
+                np.array(rings, dtype=np.int64).reshape(len(rings), -1))
+        ids = block
+        n = ids.size
+        done = self.jobs[key] = self.env.event()
+        if n < 2 or size_bytes <= 0:
+            done.succeed(self.env.now)
+            return done
+        gid, arrived = self.net.expect(n)
+        share = np.full(n, size_bytes * (n - 1) / n)
+        self.net.start(ids, np.roll(ids, -1), share, gid)
+        self._sent.setdefault(stage, []).append((ids, share))
+        arrived.callbacks.append(lambda _: done.succeed(self.env.now))
+        return done
+
+    def busiest_name(self, stage: int) -> str:
+        """The :func:`busiest_link` of all of ``stage``'s ring jobs together ("" if none)."""
+        sent = self._sent.get(stage)
+        if not sent:
+            return ""
+        ids = np.concatenate([i for i, _ in sent])
+        link = busiest_link(self.router, ids, np.concatenate([np.roll(i, -1) for i, _ in sent]),
+                            np.concatenate([b for _, b in sent]))
+        return self.router.fabric.link_name(link) if link >= 0 else ""
