@@ -1,7 +1,8 @@
 """Fast mode against full mode where replicas contend: oversubscribed rail fabrics (issue 15).
 
-Fast mode simulates one pipeline and solves every group's traffic of each phase at once
-(moesim.step.phases); full mode simulates every rank. On 2:1 and 4:1 rail fabrics (ECMP, and
+Fast mode with whole-fabric phases (``Fast(phases="fabric")``, moesim.step.phased) simulates
+one pipeline and solves every group's traffic of each phase at once; full mode simulates
+every rank. On 2:1 and 4:1 rail fabrics (ECMP, and
 ECMP with PXN) at 128, 256 and 512 GPUs, with EP groups spanning four hosts and SUs of four
 hosts (so EP, DP and pipeline traffic climb to the spines), fast mode's step is within 5 %
 of full mode's and names the same top link up to symmetry (the same switch tier, direction
@@ -21,7 +22,7 @@ import pytest
 from moesim.fabric.spec import FabricSpec
 from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
-from moesim.step import StepResult, StepSpec, run_step
+from moesim.step import Fast, StepResult, StepSpec, run_step
 
 EP = 32  # four hosts of 8 GPUs
 
@@ -46,7 +47,7 @@ def link_class(name: str) -> str:
 
 def _both(gpus: int, over: float, pxn: bool) -> tuple[StepResult, StepResult]:
     spec = _spec(gpus, over, pxn)
-    return run_step(spec), run_step(spec, "fast")
+    return run_step(spec), run_step(spec, Fast(phases="fabric"))
 
 
 CASES = [(g, o, p) for g in (128, 256, 512) for o in (2.0, 4.0) for p in (False, True)]

@@ -1,42 +1,52 @@
-"""Fast mode: one representative pipeline; what spans replicas is solved for all of them at once.
+"""Fast mode: simulate one representative pipeline and time what spans replicas by estimate.
 
-Full mode (:func:`moesim.step.simulate.simulate_step`) runs every rank. Fast mode assumes every
-DP replica behaves alike and runs only the ranks with dense-grid ``dp == 0`` (every pipeline
-stage, with their TP / CP ranks), with :func:`moesim.step.program.rank_program` unchanged.
-Every collective is still max-min flows on the whole fabric, but each flow stands for its
-identical copies (:mod:`moesim.engine.copies`: exact when the copies are images of each other
-under a symmetry of the fabric and its routes; otherwise every copy runs at the slowest
-copy's rate):
+Full mode (:func:`moesim.step.run.simulate_step`) runs every rank. Fast mode assumes every DP
+replica behaves alike and runs only the ranks with dense-grid ``dp == 0`` (every pipeline
+stage, with their TP / CP ranks), with :func:`moesim.step.program.rank_program` unchanged, on
+the sub-fabric of their hosts (:mod:`moesim.fabric.subfabric`): pipeline sends and TP / CP
+collectives are real flows. What spans replicas is timed by :mod:`moesim.step.estimate`:
 
-* the representative's pipeline sends and TP / CP collectives: flows whose copies are the same
-  flow in every DP replica (:func:`replica_router`);
-* each EP all-to-all phase (layer, direction): the traffic of every EP group of the stage at
-  once, solved from the group's reference time (:class:`moesim.step.phases.A2APhases`);
-  member ``e`` releases its row ``o_e`` after ``t_sync`` (``experts_fwd[e]`` x its slowdown
-  before ``combine``, ``experts_bwd[e]`` before ``dispatch_bwd``, 0 before ``dispatch`` /
-  ``combine_bwd``), where ``t_sync`` is when the members last left an all-to-all together;
-  members leave every all-to-all together, at its last byte (the engine lets each receiver go
-  when its own bytes are in: full mode's early receivers start their next compute sooner);
-* DP / EDP ring reduce-scatters and all-gathers: every ring of the stage at once, as flows on
-  the step's clock beside the pipeline sends (:class:`moesim.step.phases.RingPhases`).
+* an EP all-to-all completes, for every member, at ``t_sync + A2ATimer.time_s`` where
+  ``t_sync`` is when the members last left an all-to-all together (the representative's send
+  time minus its own release offset) and member ``e`` releases its row ``o_e`` later:
+  ``experts_fwd[e]`` (x its slowdown) before ``combine``, ``experts_bwd[e]`` before
+  ``dispatch_bwd``, 0 before ``dispatch`` / ``combine_bwd``. So a hot expert rank still
+  delays the representative, but members leave every all-to-all together (the engine lets
+  each receiver go when its own bytes are in);
+* DP / EDP ring reduce-scatters and all-gathers: :class:`moesim.step.estimate.HostRingTimer`.
 
-Routes are computed on the sub-fabric of the stages involved where that gives the whole
-fabric's links (D-mod-K, spray: :class:`moesim.fabric.blocks.BlockRouter`), else on the whole
-fabric (ECMP, PXN). ``StepResult.top_link`` names the link the last rank waited on most
-(each all-to-all wait charged to its phase's busiest link, its gradient-ring waits to its
-stage's busiest ring link), as full mode's critical path names one.
+Not seen by fast mode, by design: anything that breaks the symmetry outside the
+representative pipeline (a degraded link or slow GPU of another replica; tested: full mode
+slows down, fast mode does not), and contention between different replicas' traffic beyond
+what the estimates count. ``routing_draws = R`` reuses the routing of the first ``R`` MoE
+layers cyclically (a stationary router; drawing one routing costs about 0.1 s at EP64 with
+4096 tokens per rank); ``None`` draws every layer as full mode does.
 
-Not seen: all-to-all traffic beside other traffic (another stage's, a gradient ring's, a
-pipeline send's): phases are solved alone; members that reach an all-to-all at different
-times for reasons outside the representative (a replica's pipeline input held up by
-congestion); a slow GPU outside the representative pipeline. Measured against full mode on
-oversubscribed rail fabrics: ``tests/test_step_congestion.py`` and the README.
-``routing_draws = R`` reuses the routing of the first ``R`` MoE layers cyclically (a stationary
-router); ``None`` draws every layer as full mode does.
-
+Wall time: 0.82-1.88 s (medians of 5 through one day) for a 9,216-GPU moe-1t step on a shared
+2-core machine whose speed varies about 2x (benchmarks/bench_step.py: command, history,
+back-to-back ratios).
 MoE layers of the representative run as one timeout each when nothing in them is a flow
 (:func:`moesim.step.program._fused_moe`), and lone pipeline sends skip the rate solver
-(:mod:`moesim.engine.solo`). Wall time: ``benchmarks/bench_step.py``.
+(:mod:`moesim.engine.solo`).
+
+Measured (tests/test_step_fast.py): 32 GPUs (rail, 8 hosts x 4 H100), mixtral-shaped 4
+layers, EP8 over 2 hosts, PP2, DP16, 3 micro-batches: fast 3.2 % below full (full 70.0 ms,
+fast 67.7 ms; 2 micro-batches: 3.7 %); with host 3's gpu1-nic1 link at 25 % (a replica
+that is not the representative): full +54 %, fast unchanged. The sub-fabric keeps D-mod-K
+routes identical, so the representative's own flows match full mode's.
+
+At scale (2026-12-03, after ring collectives began sending one chunk at a time in step
+order, moesim.collectives.ring, and with the sustained GEMM rate): 128 GPUs (16 H800 hosts of
+``rail-h200-4096``), moe-1t cut to 4 layers, PP2 EP64 DP64, 2 micro-batches: fast 585.6 ms,
+full 592.0 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16 EP64 DP64, 1 micro-batch (bench_step.py
+--layers 16 --microbatches 1): fast 1.092 s, full 1.176 s (-7.1 %). Before the ring change
+the gaps were -23.7 % and -25 %: a full-mode ring rank that fell behind sent its backlog of
+chunks as concurrent flows sharing its link, so every chunk
+landed late and its successor idled (the DP all-gathers of the tail took 1.6-2.7x their
+alone time); NCCL sends a channel's chunks in order, as fast mode's FIFO ring model assumes.
+What remains of the gap at 1,024 GPUs is not traced (candidates: the all-to-all estimate's
+release offsets, moesim.step.estimate; fair sharing between a DP and an EDP ring on one link,
+which the estimate queues FIFO: tests/test_step_fast.py).
 
 Not supported: expert-TP groups outside the pipeline (``etp`` other than 1 or ``tp``);
 the critical-path walk (its all-to-alls have no flows).
@@ -50,16 +60,15 @@ import numpy as np
 import simpy
 
 from moesim.collectives.alltoall import AllToAll
-from moesim.engine.copies import CopiesRouter
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.errors import ConfigError
 from moesim.fabric.build import build_graph
-from moesim.fabric.subfabric import GraphIndex
+from moesim.fabric.subfabric import GraphIndex, MappedRouter
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import RoutingResult
+from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
 from moesim.step.groups import ring_group
-from moesim.step.phases import A2APhases, RingPhases, base_router
 from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan, route_layer
 from moesim.step.simulate import simulate_ranks
 from moesim.step.spec import StepSpec
@@ -74,7 +83,7 @@ class FastAllToAll(AllToAll):
     """An all-to-all whose members all finish at the estimated time (no flows)."""
 
     offsets_s: np.ndarray = field(kw_only=True)  # members' release offsets
-    end_s: float = field(kw_only=True)  # last arrival, from the reference time (A2APhases)
+    end_s: float = field(kw_only=True)  # last arrival, from the reference time (A2ATimer)
 
     def __post_init__(self) -> None:
         self.done: simpy.Event = self.net.env.event()
@@ -98,63 +107,35 @@ class FastAllToAll(AllToAll):
 
 @dataclass
 class FastState(StepState):
-    """StepState whose cross-replica collectives are whole-stage phases (module docstring)."""
+    """StepState whose cross-replica collectives are estimates (module docstring)."""
 
     index: GraphIndex = field(kw_only=True)
-    a2a_phases: A2APhases = field(kw_only=True)
-    ring_phases: RingPhases = field(kw_only=True)
-    base: Router = field(kw_only=True)  # whole-fabric routes (phases.base_router)
-    stage_groups: dict[tuple[str, int], list[tuple[int, ...]]] = field(default_factory=dict)
-    a2a_timing: dict[tuple[int, int, str], tuple[np.ndarray, float, str]] = field(
-        default_factory=dict)  # (group, layer, phase) -> (release offsets, end, bottleneck)
+    a2a_timers: dict[int, A2ATimer] = field(default_factory=dict)
+    ring_timers: dict[int, HostRingTimer] = field(default_factory=dict)
+    host_routers: dict[int, MappedRouter] = field(default_factory=dict)
+    host_rings: dict[int, RingPairs] = field(default_factory=dict)
+    a2a_timing: dict[tuple[int, int, str], tuple[np.ndarray, float]] = field(
+        default_factory=dict)  # (group, layer, phase) -> (release offsets, end)
     group_gpus: dict[int, np.ndarray] = field(default_factory=dict)  # EP group (1st rank) -> GPUs
     release_s: dict[tuple[int, str, int], np.ndarray] = field(default_factory=dict)  # _offsets
-    link_wait_s: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> link -> s
 
     def all_to_all(self, rank: int, layer: LayerPlan, mb: int, phase: str) -> AllToAll:
         key = (self.ep_group[rank][0], layer.index, mb, phase)
         a2a = self.a2a.get(key)
         if a2a is None:
             gpus = self._group_gpus(rank)
-            offsets, end_s, _ = self._a2a_time(rank, gpus, layer, phase)
+            offsets, end_s = self._a2a_time(rank, gpus, layer, phase)
             a2a = self.a2a[key] = FastAllToAll(self.net, gpus, layer.a2a_bytes[phase],
                                                len(self.a2a), offsets_s=offsets, end_s=end_s)
         return a2a
-
-    def sent_a2a(self, a2a: AllToAll, local: int, layer: int, phase: str) -> None:
-        super().sent_a2a(a2a, local, layer, phase)
-        if isinstance(a2a, FastAllToAll) and not a2a._sent:
-            rank = int(a2a.gpus[local])
-            _, end_s, link = self._a2a_time(rank, a2a.gpus, self.plan.layers[layer], phase)
-            self._book_link(rank, link, end_s - float(a2a.offsets_s[local]))
 
     def a2a_arrival_s(self, rank: int, layer: LayerPlan, mb: int, phase: str,
                       send_s: float) -> float:
         """:meth:`FastAllToAll.send` and its wake-up without the events: ``rank``'s send at
         ``send_s`` fixes the group's reference time (it is the group's one simulated member:
         the layouts :func:`moesim.step.program._fusable` admits)."""
-        offsets, end_s, link = self._a2a_time(rank, self._group_gpus(rank), layer, phase)
-        arrival = send_s - float(offsets[self.coords[rank]["ep"]]) + end_s
-        self._book_link(rank, link, arrival - send_s)
-        return arrival
-
-    def _book_link(self, rank: int, link: str, wait_s: float) -> None:
-        """Charge ``wait_s`` (if positive) of ``rank``'s waiting to bottleneck ``link``."""
-        self._charge(self.link_wait_s.setdefault(rank, {}), link, wait_s)
-
-    def top_link(self, rank: int) -> str:
-        """The link ``rank`` waited on most: each all-to-all wait charged to its phase's
-        busiest link, its exposed gradient-ring waits (``dp_exposed``) to the busiest link of
-        its stage's ring traffic (:mod:`moesim.step.phases`)."""
-        per = dict(self.link_wait_s.get(rank, {}))
-        dp_wait = float(self.time_s[rank, CATEGORIES.index("dp_exposed")])
-        self._charge(per, self.ring_phases.busiest_name(self._stage(rank)), dp_wait)
-        return max(per, key=per.__getitem__) if per else ""
-
-    @staticmethod
-    def _charge(per: dict[str, float], link: str, wait_s: float) -> None:
-        if link and wait_s > 0:
-            per[link] = per.get(link, 0.0) + wait_s
+        offsets, end_s = self._a2a_time(rank, self._group_gpus(rank), layer, phase)
+        return send_s - float(offsets[self.coords[rank]["ep"]]) + end_s
 
     def _group_gpus(self, rank: int) -> np.ndarray:
         """The GPUs of ``rank``'s EP group, as one array per group."""
@@ -164,35 +145,21 @@ class FastState(StepState):
             gpus = self.group_gpus[first] = np.asarray(self.ep_group[rank], dtype=np.int64)
         return gpus
 
-    def _stage(self, rank: int) -> int:
-        return rank // (self.spec.layout.world_size // self.spec.layout.pp)
-
-    def _groups_of(self, kind: str, stage: int) -> list[tuple[int, ...]]:
-        """Every ``kind`` group of ``stage`` ("ep", or a gradient ring "dp" / "edp")."""
-        key = (kind, stage)
-        if key not in self.stage_groups:
-            per = self.spec.layout.world_size // self.spec.layout.pp
-            lay, found = self.spec.layout, {}
-            for r in range(stage * per, (stage + 1) * per):
-                g = self.ep_group[r] if kind == "ep" else ring_group(lay, kind, r)
-                found.setdefault(g[0], g)
-            self.stage_groups[key] = list(found.values())
-        return self.stage_groups[key]
-
     def _a2a_time(self, rank: int, gpus: np.ndarray, layer: LayerPlan, phase: str
-                  ) -> tuple[np.ndarray, float, str]:
-        """(release offsets, end, bottleneck link name) of ``phase`` of ``layer`` in the EP
-        group ``gpus``, solved with every EP group of its stage (:class:`A2APhases`)."""
+                  ) -> tuple[np.ndarray, float]:
+        """(release offsets, end) of ``phase`` of ``layer`` in the EP group ``gpus``."""
         key = (int(gpus[0]), layer.index, phase)
         timing = self.a2a_timing.get(key)
         if timing is None:
-            stage = self._stage(rank)
+            timer = self.a2a_timers.get(key[0])
+            if timer is None:
+                host = self._host_router(rank)
+                # another rep rank's group on the host: the pipeline's sub-fabric holds them all
+                router: Router = host if (host.local_of[gpus] >= 0).all() else self.net.router
+                timer = self.a2a_timers[key[0]] = A2ATimer(router, gpus)
             offsets = self._offsets(layer, phase, gpus)
-            groups = np.array(self._groups_of("ep", stage), dtype=np.int64)
-            end_s, link = self.a2a_phases.time_s(stage, self.base, groups,
-                                                 layer.a2a_bytes[phase], offsets)
-            name = self.base.fabric.link_name(link) if link >= 0 else ""
-            timing = self.a2a_timing[key] = (offsets, end_s, name)
+            timing = self.a2a_timing[key] = (offsets,
+                                             timer.time_s(layer.a2a_bytes[phase], offsets))
         return timing
 
     def _offsets(self, layer: LayerPlan, phase: str, gpus: np.ndarray) -> np.ndarray:
@@ -207,21 +174,28 @@ class FastState(StepState):
         return self.release_s[key]
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
-        """Every ``kind`` ring of ``rank``'s stage at once (:class:`RingPhases`)."""
-        stage = self._stage(rank)
-        rings = self._groups_of(kind.split("_")[0], stage)
-        return self.ring_phases.join(kind, stage, item, size_bytes, rings)
+        host = self.index.host_of(rank)
+        if host not in self.ring_timers:
+            router = self._host_router(rank)
+            self.ring_timers[host] = HostRingTimer(self.env, router, self.host_rings[host])
+        return self.ring_timers[host].join(kind, item, size_bytes)
 
+    def _host_router(self, rank: int) -> MappedRouter:
+        """One sub-fabric per host of the pipeline: its ring pairs and ``rank``'s EP group."""
+        host = self.index.host_of(rank)
+        if host not in self.host_routers:
+            stage = self.coords[rank]["pp"]
+            ranks = [g for g in self._host_gpus(host) if self.coords[g]["pp"] == stage]
+            rp = self.host_rings[host] = ring_pairs(
+                ranks or [rank], lambda ring, r: ring_group(self.spec.layout, ring, r))
+            self.host_routers[host] = self.index.router(rp.ends + list(self.ep_group[rank]))
+        return self.host_routers[host]
 
-def replica_router(base: Router, lay: ParallelLayout, ranks: list[int]) -> CopiesRouter:
-    """Routes for the representative pipeline's flows, each standing for its copies in every
-    DP replica (:class:`CopiesRouter`: the rank with the same tp, cp and pp and dp = c)."""
-    members = np.array([[lay.dense_rank(tp=c["tp"], cp=c["cp"], dp=d, pp=c["pp"])
-                         for c in (lay.coords(r) for r in ranks)] for d in range(lay.dp)],
-                       dtype=np.int64)
-    endpoint_of = np.full(lay.world_size, -1, dtype=np.int64)
-    endpoint_of[ranks] = np.arange(len(ranks))
-    return CopiesRouter(base, members, endpoint_of)
+    def _host_gpus(self, host: int) -> list[int]:
+        idx = self.index
+        return sorted(int(idx.graph.nodes[n]["gpu"]) for n in idx.host_nodes.get(host, [])
+                      if idx.graph.nodes[n].get("kind") == "gpu"
+                      and int(idx.graph.nodes[n]["gpu"]) < self.spec.layout.world_size)
 
 
 def representative_ranks(lay: ParallelLayout) -> list[int]:
@@ -254,24 +228,29 @@ def fast_plan(spec: StepSpec, routing_draws: int | None = None) -> StepPlan:
     return build_plan(spec, reused_routing(spec, routing_draws))
 
 
-def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
-                  fuse_moe: bool = True) -> tuple[FastState, list[int]]:
-    """Run the representative pipeline of ``spec``; (finished state, its ranks)."""
+def prepare(spec: StepSpec) -> tuple[GraphIndex, list[int]]:
+    """Check that fast mode can run ``spec``; its fabric's index and representative ranks."""
     lay = spec.layout
     if lay.etp > 1 and lay.etp != lay.tp:
         raise ConfigError("layout.etp", "fast mode needs etp == 1 or etp == tp (expert-TP "
                           "groups inside the representative pipeline)")
     index = GraphIndex(build_graph(spec.fabric), spec.fabric, spec.gpu)
     spec.check_fabric(index.n_gpus, index.graph.graph.get("nvlink_domain_size"))
-    ranks = representative_ranks(lay)
-    base = base_router(index, lay.world_size // lay.pp)
-    env, eps = simpy.Environment(), spec.fabric.batch_window_rel
-    net = FlowNetwork(env, replica_router(base, lay, ranks), batch_window_rel=eps,
-                      record_timeline=False)
-    world = lay.world_size
+    return index, representative_ranks(lay)
+
+
+def empty_ledgers(world: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """StepState's time_s, end_s and last_op_s for ``world`` ranks, before the run."""
+    return np.zeros((world, len(CATEGORIES))), np.full(world, np.nan), np.full(world, np.nan)
+
+
+def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
+                  fuse_moe: bool = True) -> tuple[FastState, list[int]]:
+    """Run the representative pipeline of ``spec``; (finished state, its ranks)."""
+    index, ranks = prepare(spec)
+    net = FlowNetwork(simpy.Environment(), index.router(ranks),
+                      batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)
     st = FastState(spec, fast_plan(spec, routing_draws), spec.ops(), net,
-                   np.zeros((world, len(CATEGORIES))), np.full(world, np.nan),
-                   np.full(world, np.nan), index=index, analytic_a2a=fuse_moe,
-                   a2a_phases=A2APhases(eps), ring_phases=RingPhases(net), base=base)
+                   *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe)
     simulate_ranks(st, ranks)
     return st, ranks

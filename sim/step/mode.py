@@ -36,6 +36,9 @@ from moesim.step.critical import CriticalPath, critical_path
 from moesim.step.spec import StepSpec
 from moesim.step.state import StepState
 
+FAST_PHASES = ("estimate", "fabric")
+"""How fast mode times what spans replicas (:class:`Fast`)."""
+
 GC_THRESHOLDS = (100_000, 50, 1000)
 """gc thresholds while a step runs (Python's defaults: 700, 10, 10; module docstring)."""
 
@@ -73,26 +76,36 @@ class Full:
 
 @dataclass(frozen=True)
 class Fast:
-    """One representative pipeline (:mod:`moesim.step.fast`). ``routing_draws = R`` reuses the
-    routing of the first ``R`` MoE layers cyclically (None: every layer drawn, as full mode);
+    """One representative pipeline (:mod:`moesim.step.fast`). ``phases``: how what spans
+    replicas is timed: ``"estimate"`` (per-group link-load bound, per-host FIFO rings: the
+    default, fast) or ``"fabric"`` (every group of a stage at once on the whole fabric with
+    the max-min engine, :mod:`moesim.step.phased`: sees oversubscription, slower).
+    ``routing_draws = R`` reuses the routing of the first ``R`` MoE layers cyclically (None:
+    every layer drawn, as full mode);
     ``fuse_moe`` runs each MoE layer of the representative as one timeout where nothing in it
     is a flow (:func:`moesim.step.program._fused_moe`; off: one event per op, same times)."""
 
     name: ClassVar[str] = "fast"
     routing_draws: int | None = None
     fuse_moe: bool = True
+    phases: str = "estimate"
 
     def __post_init__(self) -> None:
         draws = self.routing_draws
         if draws is not None and (isinstance(draws, bool) or not isinstance(draws, int)
                                   or draws < 1):
             raise ConfigError("fast.routing_draws", f"must be a positive integer, got {draws!r}")
+        if self.phases not in FAST_PHASES:
+            raise ConfigError("fast.phases", f"unknown {self.phases!r}; allowed: "
+                              + ", ".join(FAST_PHASES))
 
     def simulate(self, spec: StepSpec) -> tuple[StepState, list[int]]:
         from moesim.step.fast import simulate_fast
+        from moesim.step.phased import simulate_phased
 
+        run = simulate_phased if self.phases == "fabric" else simulate_fast
         with fewer_gc_passes():
-            return simulate_fast(spec, self.routing_draws, fuse_moe=self.fuse_moe)
+            return run(spec, self.routing_draws, fuse_moe=self.fuse_moe)
 
     def critical(self, st: StepState) -> CriticalPath | None:
         return None  # its estimated collectives name no sender

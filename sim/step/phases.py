@@ -66,6 +66,25 @@ def busiest_link(router: Router, src: np.ndarray, dst: np.ndarray, size_bytes: n
     return int(np.argmax(load / router.fabric.cap_Bps))
 
 
+def _shape(router: CopiesRouter, n: int) -> tuple[bytes, np.ndarray]:
+    """A digest of the all-to-all problem among ``n`` endpoints that ignores which links it
+    uses (each link renamed by its first appearance in the pairs' routes; capacities, weights,
+    latencies and sharing kept), and the links in the order of that renaming. Stages whose
+    problems digest alike have the same max-min solution, link for renamed link, so they share
+    one solve (a stage's translate on a regular fabric)."""
+    src, dst = np.divmod(np.flatnonzero(~np.eye(n, dtype=bool)), n)
+    rs = router.routes(src, dst)
+    links, first, inv = np.unique(rs.link, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    fab = router.fabric
+    parts = (rs.ptr, rank[inv], rs.weight, fab.cap_Bps[rs.link], rs.latency_s)
+    digest = hashlib.blake2b(b"".join(np.ascontiguousarray(p).tobytes() for p in parts),
+                             digest_size=16).digest()
+    return digest, links[order]
+
+
 def _digest(a: np.ndarray) -> bytes:
     return hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
 
@@ -75,9 +94,9 @@ class A2APhases:
 
     def __init__(self, eps: float) -> None:
         self.eps = eps
-        self._routers: dict[int, CopiesRouter] = {}
+        self._routers: dict[int, tuple[CopiesRouter, bytes, np.ndarray]] = {}
         self._digests: dict[int, tuple[np.ndarray, bytes]] = {}
-        self._cache: dict[tuple[int, bytes, bytes], tuple[float, int]] = {}
+        self._cache: dict[tuple[bytes, bytes, bytes], tuple[float, int]] = {}
         self.solves = 0
 
     def time_s(self, stage: int, router: Router, groups: np.ndarray, size_bytes: np.ndarray,
@@ -88,13 +107,18 @@ class A2APhases:
         held = self._digests.get(id(size_bytes))
         if held is None or held[0] is not size_bytes:  # the plan's arrays live for the step
             held = self._digests[id(size_bytes)] = (size_bytes, _digest(size_bytes))
-        key = (stage, held[1], _digest(offsets_s))
+        known = self._routers.get(stage)
+        if known is None:
+            copies = CopiesRouter(router, groups)
+            known = self._routers[stage] = (copies, *_shape(copies, groups.shape[1]))
+        copies, shape, links = known
+        key = (shape, held[1], _digest(offsets_s))
         if key not in self._cache:
-            copies = self._routers.get(stage)
-            if copies is None:
-                copies = self._routers[stage] = CopiesRouter(router, groups)
-            self._cache[key] = self._solve(copies, size_bytes, offsets_s)
-        return self._cache[key]
+            end_s, link = self._solve(copies, size_bytes, offsets_s)
+            at = np.flatnonzero(links == link)
+            self._cache[key] = end_s, int(at[0]) if at.size else -1
+        end_s, at = self._cache[key]
+        return end_s, int(links[at]) if at >= 0 else -1
 
     def _solve(self, router: CopiesRouter, size: np.ndarray, offsets: np.ndarray
                ) -> tuple[float, int]:

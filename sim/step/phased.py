@@ -1,0 +1,162 @@
+"""Fast mode with whole-fabric phases (``Fast(phases="fabric")``): what spans replicas is solved
+for all of them at once, so oversubscribed uplinks and spines show the contention full mode
+shows.
+
+The representative pipeline runs as in :mod:`moesim.step.fast`; every collective is max-min
+flows on the whole fabric, each flow standing for its identical copies
+(:mod:`moesim.engine.copies`: exact when the copies are images of each other under a symmetry
+of the fabric and its routes; otherwise every copy runs at the slowest copy's rate):
+
+* the representative's pipeline sends and TP / CP collectives: flows whose copies are the same
+  flow in every DP replica (:func:`replica_router`);
+* each EP all-to-all phase (layer, direction): every EP group of the stage at once, from the
+  group's reference time with the members' release offsets (as :mod:`moesim.step.fast`),
+  solved by the engine (:class:`moesim.step.phases.A2APhases`) where the old estimate took a
+  link-load lower bound of the representative's group alone;
+* DP / EDP ring reduce-scatters and all-gathers: every ring of the stage at once, as flows on
+  the step's clock beside the pipeline sends (:class:`moesim.step.phases.RingPhases`), where
+  the old estimate queued the host's rings FIFO (the DP ring beside the EDP ring ended ~2x
+  early).
+
+Routes are computed on the sub-fabric of the stages involved where that gives the whole
+fabric's links (D-mod-K, spray: :class:`moesim.fabric.blocks.BlockRouter`), else on the whole
+fabric (ECMP, PXN). ``StepResult.top_link`` names the link the last rank waited on most (each
+all-to-all wait charged to its phase's busiest link, its gradient-ring waits to its stage's
+busiest ring link), as full mode's critical path names one.
+
+Not seen: all-to-all traffic beside other traffic (another stage's, a gradient ring's, a
+pipeline send's: phases are solved alone); members that reach an all-to-all at different
+times for reasons outside the representative (a replica's pipeline input held up by
+congestion); a slow GPU outside the representative pipeline. Measured against full mode on
+oversubscribed rail fabrics: ``tests/test_step_congestion.py`` and ``docs`` in the README.
+
+Cost: an engine solve per distinct all-to-all phase (stages whose problems are the same up
+to link names share one), so a step whose every MoE layer is routed differently pays one
+per layer and direction: slower than the estimates (the README's benchmark notes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from moesim.collectives.alltoall import AllToAll
+from moesim.engine.copies import CopiesRouter
+from moesim.engine.network import FlowNetwork
+from moesim.engine.routing import Router
+from moesim.parallel.layout import ParallelLayout
+from moesim.step.fast import FastAllToAll, FastState, empty_ledgers, fast_plan, prepare
+from moesim.step.groups import ring_group
+from moesim.step.phases import A2APhases, RingPhases, base_router
+from moesim.step.plan import LayerPlan
+from moesim.step.simulate import simulate_ranks
+from moesim.step.spec import StepSpec
+from moesim.step.state import CATEGORIES
+
+
+@dataclass
+class PhasedState(FastState):
+    """FastState whose cross-replica collectives are whole-stage phases (module docstring)."""
+
+    a2a_phases: A2APhases = field(kw_only=True)
+    ring_phases: RingPhases = field(kw_only=True)
+    base: Router = field(kw_only=True)  # whole-fabric routes (phases.base_router)
+    stage_groups: dict[tuple[str, int], list[tuple[int, ...]]] = field(default_factory=dict)
+    a2a_link: dict[tuple[int, int, str], str] = field(default_factory=dict)  # busiest link
+    link_wait_s: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> link -> s
+
+    def sent_a2a(self, a2a: AllToAll, local: int, layer: int, phase: str) -> None:
+        super().sent_a2a(a2a, local, layer, phase)
+        if isinstance(a2a, FastAllToAll) and not a2a._sent:
+            key = (int(a2a.gpus[0]), layer, phase)
+            self._book(int(a2a.gpus[local]), self.a2a_link.get(key, ""),
+                       a2a.end_s - float(a2a.offsets_s[local]))
+
+    def a2a_arrival_s(self, rank: int, layer: LayerPlan, mb: int, phase: str,
+                      send_s: float) -> float:
+        arrival = super().a2a_arrival_s(rank, layer, mb, phase, send_s)
+        key = (self.ep_group[rank][0], layer.index, phase)
+        self._book(rank, self.a2a_link.get(key, ""), arrival - send_s)
+        return arrival
+
+    def _book(self, rank: int, link: str, wait_s: float) -> None:
+        _charge(self.link_wait_s.setdefault(rank, {}), link, wait_s)
+
+    def top_link(self, rank: int) -> str:
+        """The link ``rank`` waited on most: each all-to-all wait charged to its phase's
+        busiest link, its exposed gradient-ring waits (``dp_exposed``) to the busiest link of
+        its stage's ring traffic (:mod:`moesim.step.phases`)."""
+        per = dict(self.link_wait_s.get(rank, {}))
+        dp_wait = float(self.time_s[rank, CATEGORIES.index("dp_exposed")])
+        _charge(per, self.ring_phases.busiest_name(self._stage(rank)), dp_wait)
+        return max(per, key=per.__getitem__) if per else ""
+
+    def _stage(self, rank: int) -> int:
+        return rank // (self.spec.layout.world_size // self.spec.layout.pp)
+
+    def _groups_of(self, kind: str, stage: int) -> list[tuple[int, ...]]:
+        """Every ``kind`` group of ``stage`` ("ep", or a gradient ring "dp" / "edp")."""
+        key = (kind, stage)
+        if key not in self.stage_groups:
+            per = self.spec.layout.world_size // self.spec.layout.pp
+            lay, found = self.spec.layout, {}
+            for r in range(stage * per, (stage + 1) * per):
+                g = self.ep_group[r] if kind == "ep" else ring_group(lay, kind, r)
+                found.setdefault(g[0], g)
+            self.stage_groups[key] = list(found.values())
+        return self.stage_groups[key]
+
+    def _a2a_time(self, rank: int, gpus: np.ndarray, layer: LayerPlan, phase: str
+                  ) -> tuple[np.ndarray, float]:
+        """(release offsets, end) of ``phase`` of ``layer`` in the EP group ``gpus``, solved
+        with every EP group of its stage (:class:`A2APhases`)."""
+        key = (int(gpus[0]), layer.index, phase)
+        timing = self.a2a_timing.get(key)
+        if timing is None:
+            stage = self._stage(rank)
+            offsets = self._offsets(layer, phase, gpus)
+            groups = np.array(self._groups_of("ep", stage), dtype=np.int64)
+            end_s, link = self.a2a_phases.time_s(stage, self.base, groups,
+                                                 layer.a2a_bytes[phase], offsets)
+            self.a2a_link[key] = self.base.fabric.link_name(link) if link >= 0 else ""
+            timing = self.a2a_timing[key] = (offsets, end_s)
+        return timing
+
+    def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
+        """Every ``kind`` ring of ``rank``'s stage at once (:class:`RingPhases`)."""
+        stage = self._stage(rank)
+        rings = self._groups_of(kind.split("_")[0], stage)
+        return self.ring_phases.join(kind, stage, item, size_bytes, rings)
+
+
+def _charge(per: dict[str, float], link: str, wait_s: float) -> None:
+    if link and wait_s > 0:
+        per[link] = per.get(link, 0.0) + wait_s
+
+
+def replica_router(base: Router, lay: ParallelLayout, ranks: list[int]) -> CopiesRouter:
+    """Routes for the representative pipeline's flows, each standing for its copies in every
+    DP replica (:class:`CopiesRouter`: the rank with the same tp, cp and pp and dp = c)."""
+    members = np.array([[lay.dense_rank(tp=c["tp"], cp=c["cp"], dp=d, pp=c["pp"])
+                         for c in (lay.coords(r) for r in ranks)] for d in range(lay.dp)],
+                       dtype=np.int64)
+    endpoint_of = np.full(lay.world_size, -1, dtype=np.int64)
+    endpoint_of[ranks] = np.arange(len(ranks))
+    return CopiesRouter(base, members, endpoint_of)
+
+
+def simulate_phased(spec: StepSpec, routing_draws: int | None = None, *,
+                    fuse_moe: bool = True) -> tuple[PhasedState, list[int]]:
+    """:func:`moesim.step.fast.simulate_fast` with whole-fabric phases (module docstring)."""
+    index, ranks = prepare(spec)
+    lay, eps = spec.layout, spec.fabric.batch_window_rel
+    base = base_router(index, lay.world_size // lay.pp)
+    net = FlowNetwork(simpy.Environment(), replica_router(base, lay, ranks),
+                      batch_window_rel=eps, record_timeline=False)
+    st = PhasedState(spec, fast_plan(spec, routing_draws), spec.ops(), net,
+                     *empty_ledgers(lay.world_size), index=index, analytic_a2a=fuse_moe,
+                     a2a_phases=A2APhases(eps), ring_phases=RingPhases(net), base=base)
+    simulate_ranks(st, ranks)
+    return st, ranks
