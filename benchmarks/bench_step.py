@@ -93,6 +93,8 @@ def main() -> None:
     ap.add_argument("--microbatches", type=int, default=None)
     ap.add_argument("--routing-draws", type=int, default=1,
                     help="fast mode: distinct routings reused cyclically (0 = every layer)")
+    ap.add_argument("--phases", choices=("estimate", "fabric"), default="estimate",
+                    help="fast mode: per-group estimates, or whole-fabric phases (phased.py)")
     ap.add_argument("--gpu", default="H800")
     ap.add_argument("--layers", type=int, default=None,
                     help="cut the model to its first N layers (N >= 16; scaling runs)")
@@ -105,7 +107,8 @@ def main() -> None:
     for _ in range(args.repeats):
         t0 = time.perf_counter()
         if args.mode == "fast":
-            res = run_step(spec, Fast(routing_draws=args.routing_draws or None))
+            res = run_step(spec, Fast(routing_draws=args.routing_draws or None,
+                                          phases=args.phases))
         else:
             signal.signal(signal.SIGALRM, _alarm)
             signal.setitimer(signal.ITIMER_REAL, args.max_wall_s)
@@ -118,6 +121,7 @@ def main() -> None:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         walls.append(time.perf_counter() - t0)
         print(f"  wall {walls[-1]:.2f} s  step {res.step_time_s:.3f} s  MFU {res.mfu:.3f}  "
+              f"top link {res.top_link or '-'}  "
               + " ".join(f"{k}={v:.3f}" for k, v in res.breakdown_s.items() if v))
     print(f"median {statistics.median(walls):.2f} s  min {min(walls):.2f} s  "
           f"({dataclasses.asdict(spec.layout)})")
