@@ -60,6 +60,8 @@ import numpy as np
 import simpy
 
 from moesim.collectives.alltoall import AllToAll
+from moesim.collectives.fused_ring import FusedRing
+from moesim.collectives.ring import RingCollective
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.errors import ConfigError
@@ -67,6 +69,7 @@ from moesim.fabric.build import build_graph
 from moesim.fabric.subfabric import GraphIndex, MappedRouter
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import RoutingResult
+from moesim.schedule.ops import ScheduleOps
 from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
 from moesim.step.groups import ring_group
 from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan, route_layer
@@ -110,6 +113,7 @@ class FastState(StepState):
     """StepState whose cross-replica collectives are estimates (module docstring)."""
 
     index: GraphIndex = field(kw_only=True)
+    fuse_tp: bool = field(default=False, kw_only=True)  # tp_ring in closed form
     a2a_timers: dict[int, A2ATimer] = field(default_factory=dict)
     ring_timers: dict[int, HostRingTimer] = field(default_factory=dict)
     host_routers: dict[int, MappedRouter] = field(default_factory=dict)
@@ -172,6 +176,14 @@ class FastState(StepState):
             per_rank = np.asarray(getattr(layer.moe, RELEASE[phase]), dtype=float)
             self.release_s[key] = per_rank * self.slowdown[gpus]
         return self.release_s[key]
+
+    def tp_ring(self, members: tuple[int, ...], size_bytes: float, kind: str
+                ) -> RingCollective | FusedRing:
+        """TP / ETP rings in closed form (:class:`FusedRing`) where they have their links to
+        themselves (``fuse_tp``: :func:`rings_alone`), else as flows."""
+        if self.fuse_tp:
+            return FusedRing(self.env, self.net.router, members, size_bytes)
+        return super().tp_ring(members, size_bytes, kind)
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
         host = self.index.host_of(rank)
@@ -244,13 +256,31 @@ def empty_ledgers(world: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.zeros((world, len(CATEGORIES))), np.full(world, np.nan), np.full(world, np.nan)
 
 
+def rings_alone(spec: StepSpec, ops: ScheduleOps, nvlink_domain: int | None) -> bool:
+    """Whether a TP / ETP ring of fast mode's representative has its NVLink links to itself:
+    its all-to-alls and DP rings are estimates (no flows), and here no other flow crosses
+    NVLink: no PXN (cross-rail sends relayed over NVLink), no CP K/V sends, every stage on
+    whole NVLink domains (pipeline sends leave through the NICs), one pass at a time on a
+    rank (no overlapped FB ops, whose two passes' rings could meet)."""
+    lay = spec.layout
+    per_stage = lay.world_size // lay.pp
+    overlapped = spec.fb_overlap and any(op.kind == "FB" for s in range(lay.pp)
+                                         for op in ops[s])
+    return (not spec.fabric.pxn and lay.cp == 1 and not overlapped
+            and nvlink_domain is not None and per_stage % nvlink_domain == 0)
+
+
 def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
-                  fuse_moe: bool = True) -> tuple[FastState, list[int]]:
-    """Run the representative pipeline of ``spec``; (finished state, its ranks)."""
+                  fuse_moe: bool = True, fuse_tp: bool = True) -> tuple[FastState, list[int]]:
+    """Run the representative pipeline of ``spec``; (finished state, its ranks). ``fuse_tp``:
+    TP / ETP rings in closed form where :func:`rings_alone` holds."""
     index, ranks = prepare(spec)
     net = FlowNetwork(simpy.Environment(), index.router(ranks),
                       batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)
-    st = FastState(spec, fast_plan(spec, routing_draws), spec.ops(), net,
-                   *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe)
+    ops = spec.ops()
+    alone = fuse_tp and rings_alone(spec, ops, index.graph.graph.get("nvlink_domain_size"))
+    st = FastState(spec, fast_plan(spec, routing_draws), ops, net,
+                   *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe,
+                   fuse_tp=alone)
     simulate_ranks(st, ranks)
     return st, ranks

@@ -83,12 +83,16 @@ class Fast:
     ``routing_draws = R`` reuses the routing of the first ``R`` MoE layers cyclically (None:
     every layer drawn, as full mode);
     ``fuse_moe`` runs each MoE layer of the representative as one timeout where nothing in it
-    is a flow (:func:`moesim.step.program._fused_moe`; off: one event per op, same times)."""
+    is a flow (:func:`moesim.step.program._fused_moe`; off: one event per op, same times);
+    ``fuse_tp`` times TP / ETP rings in closed form where they have their links to themselves
+    (:class:`moesim.collectives.fused_ring.FusedRing`, :func:`moesim.step.fast.rings_alone`;
+    off: every chunk a flow, the same times)."""
 
     name: ClassVar[str] = "fast"
     routing_draws: int | None = None
     fuse_moe: bool = True
     phases: str = "estimate"
+    fuse_tp: bool = True
 
     def __post_init__(self) -> None:
         draws = self.routing_draws
@@ -103,9 +107,11 @@ class Fast:
         from moesim.step.fast import simulate_fast
         from moesim.step.phased import simulate_phased
 
-        run = simulate_phased if self.phases == "fabric" else simulate_fast
         with fewer_gc_passes():
-            return run(spec, self.routing_draws, fuse_moe=self.fuse_moe)
+            if self.phases == "fabric":
+                return simulate_phased(spec, self.routing_draws, fuse_moe=self.fuse_moe)
+            return simulate_fast(spec, self.routing_draws, fuse_moe=self.fuse_moe,
+                                 fuse_tp=self.fuse_tp)
 
     def critical(self, st: StepState) -> CriticalPath | None:
         return None  # its estimated collectives name no sender

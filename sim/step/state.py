@@ -15,12 +15,15 @@ import simpy
 
 from moesim.calibration import OPTIMIZER_STEP_BYTES_PER_PARAM, OVERLAP_DISPATCHER_SMS
 from moesim.collectives.alltoall import AllToAll
+from moesim.collectives.fused_ring import FusedRing
 from moesim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_scatter
 from moesim.engine.network import FlowNetwork
 from moesim.schedule.ops import ScheduleOps
 from moesim.step.groups import ring_group
 from moesim.step.plan import LayerPlan, StepPlan
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
+
+TP_TAG = -2  # flow tag of the TP all-gathers / reduce-scatters (moesim.step.tpcp)
 
 CATEGORIES = ("compute", "a2a_exposed", "tp_exposed", "bubble", "dp_exposed", "optimizer",
               "cp_exposed")
@@ -51,7 +54,8 @@ class StepState:
     mail: dict[tuple[str, int, int, int], simpy.Event] = field(default_factory=dict)
     rings: dict[tuple[str, int, int], RingCollective] = field(default_factory=dict)
     b_count: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, vstage) -> B done
-    tp_rings: dict[tuple[object, ...], RingCollective] = field(default_factory=dict)  # tpcp.py
+    tp_rings: dict[tuple[object, ...], RingCollective | FusedRing] = field(
+        default_factory=dict)  # tpcp.py
     cp_mail: dict[tuple[object, ...], simpy.Event] = field(default_factory=dict)  # tpcp.py
     # Recording for moesim.step.critical (the critical-path walk):
     spans: list[Span] = field(default_factory=list)  # every compute and wait span
@@ -107,6 +111,13 @@ class StepState:
         all its bytes in, for states with ``analytic_a2a`` (and only when ``rank`` is the one
         simulated member of its EP group); full mode times all-to-alls with flows instead."""
         raise NotImplementedError("all-to-alls are flows here: use all_to_all()")
+
+    def tp_ring(self, members: tuple[int, ...], size_bytes: float, kind: str
+                ) -> RingCollective | FusedRing:
+        """A TP / ETP ring all-gather (``kind`` "ag") or reduce-scatter ("rs") over
+        ``members`` (:func:`moesim.step.tpcp.tp_collective`): flows on the network here."""
+        make = ring_all_gather if kind == "ag" else ring_reduce_scatter
+        return make(self.net, members, size_bytes, tag=TP_TAG, start=False)
 
     def top_link(self, rank: int) -> str:
         """The link ``rank`` waited on most, where the state can name it without the

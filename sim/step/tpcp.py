@@ -26,18 +26,14 @@ reduce-scatters the outputs before the combine all-to-all (backward: the same ar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import simpy
 
 from moesim.collectives.p2p import send
-from moesim.collectives.ring import ring_all_gather, ring_reduce_scatter
 from moesim.step.groups import group
+from moesim.step.state import TP_TAG, StepState
 
-if TYPE_CHECKING:
-    from moesim.step.state import StepState
+__all__ = ["CP_TAG", "TP_TAG", "cp_arrival", "cp_send", "tp_collective"]
 
-TP_TAG = -2  # flow tag of the TP all-gathers / reduce-scatters
 CP_TAG = -3  # flow tag of the ring-attention K/V sends
 
 
@@ -51,9 +47,8 @@ def tp_collective(
     members = group(st.spec.layout, over, rank)
     full = (over, kind, members[0], *key)
     if full not in st.tp_rings:
-        make = ring_all_gather if kind == "ag" else ring_reduce_scatter
         size = st.plan.tp_bytes if size_bytes is None else size_bytes
-        st.tp_rings[full] = make(st.net, members, size, tag=TP_TAG, start=False)
+        st.tp_rings[full] = st.tp_ring(members, size, kind)
     ring, local = st.tp_rings[full], members.index(rank)
     ring.start_rank(local)
     return ring.rank_done[local]
