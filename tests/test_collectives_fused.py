@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import simpy
 
-from moesim.collectives.fused_ring import FusedRing
+from moesim.collectives.fused_ring import FusedRing, ring_edges
 from moesim.collectives.ring import ring_all_gather, ring_reduce_scatter
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
@@ -48,8 +48,8 @@ def test_fused_ring_is_the_ring_of_flows(n: int, kind: str, stagger: bool) -> No
         env = simpy.Environment()
         net = FlowNetwork(env, router, record_timeline=False)
         make = ring_all_gather if kind == "ag" else ring_reduce_scatter
-        ring = FusedRing(env, router, gpus, size) if fused else make(net, gpus, size,
-                                                                     start=False)
+        ring = (FusedRing(env, ring_edges(router, gpus), gpus, size) if fused
+                else make(net, gpus, size, start=False))
         for r in range(n):
             env.timeout(float(starts[r])).callbacks.append(_starter(ring, r))
         env.run()

@@ -31,10 +31,11 @@ from moesim.engine.routing import Router
 
 
 class FusedRing(RankStarted):
-    """A ring of ``n_steps`` steps over ``gpus`` (ring order) timed in closed form."""
+    """A ring of ``n_steps`` steps over ``gpus`` (ring order) timed in closed form; ``edges``:
+    :func:`ring_edges` of ``gpus`` (callers that run one ring many times keep it)."""
 
-    def __init__(self, env: simpy.Environment, router: Router, gpus: Sequence[int] | np.ndarray,
-                 size_bytes: float) -> None:
+    def __init__(self, env: simpy.Environment, edges: tuple[np.ndarray, np.ndarray],
+                 gpus: Sequence[int] | np.ndarray, size_bytes: float) -> None:
         self.env = env
         self.gpus = np.asarray(gpus, dtype=np.int64)
         n = self.gpus.size
@@ -44,7 +45,7 @@ class FusedRing(RankStarted):
         self.rank_done: list[simpy.Event] = [env.event() for _ in range(n)]
         self._init_ranks(n)
         self._start_s = np.zeros(n)
-        self._router = router
+        self._edges = edges
 
     def _on_start(self, rank: int) -> None:
         self._start_s[rank] = self.env.now
@@ -56,14 +57,23 @@ class FusedRing(RankStarted):
         if n == 1 or self.chunk_bytes <= 0:
             ends = self._start_s.copy()
         else:
-            rs = self._router.routes(self.gpus, np.roll(self.gpus, -1))
-            ends = ring_ends_s(self._start_s, self.chunk_bytes / rs.cap_Bps, rs.latency_s)
+            cap_Bps, latency_s = self._edges
+            ends = ring_ends_s(self._start_s, self.chunk_bytes / cap_Bps, latency_s)
         for rank, end_s in enumerate(ends.tolist()):
             self._fire(self.rank_done[rank], max(end_s, now), end_s)
         self._fire(self.done, max(float(ends.max()), now), float(ends.max()))
 
     def _fire(self, event: simpy.Event, at_s: float, value: float) -> None:
         self.env.timeout(at_s - self.env.now).callbacks.append(lambda _: event.succeed(value))
+
+
+def ring_edges(router: Router, gpus: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(idle rate, path latency) of each ring edge ``gpus[r] -> gpus[r + 1]``."""
+    ring = np.asarray(gpus, dtype=np.int64)
+    if ring.size < 2:
+        return np.zeros(ring.size), np.zeros(ring.size)
+    rs = router.routes(ring, np.roll(ring, -1))
+    return rs.cap_Bps, rs.latency_s
 
 
 def ring_ends_s(start_s: np.ndarray, chunk_s: np.ndarray, latency_s: np.ndarray) -> np.ndarray:

@@ -60,7 +60,7 @@ import numpy as np
 import simpy
 
 from moesim.collectives.alltoall import AllToAll
-from moesim.collectives.fused_ring import FusedRing
+from moesim.collectives.fused_ring import FusedRing, ring_edges
 from moesim.collectives.ring import RingCollective
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
@@ -114,6 +114,8 @@ class FastState(StepState):
 
     index: GraphIndex = field(kw_only=True)
     fuse_tp: bool = field(default=False, kw_only=True)  # tp_ring in closed form
+    ring_edges: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict)  # TP / ETP group -> fused_ring.ring_edges
     a2a_timers: dict[int, A2ATimer] = field(default_factory=dict)
     ring_timers: dict[int, HostRingTimer] = field(default_factory=dict)
     host_routers: dict[int, MappedRouter] = field(default_factory=dict)
@@ -182,7 +184,10 @@ class FastState(StepState):
         """TP / ETP rings in closed form (:class:`FusedRing`) where they have their links to
         themselves (``fuse_tp``: :func:`rings_alone`), else as flows."""
         if self.fuse_tp:
-            return FusedRing(self.env, self.net.router, members, size_bytes)
+            edges = self.ring_edges.get(members)
+            if edges is None:
+                edges = self.ring_edges[members] = ring_edges(self.net.router, members)
+            return FusedRing(self.env, edges, members, size_bytes)
         return super().tp_ring(members, size_bytes, kind)
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
