@@ -31,6 +31,10 @@ runs made back to back, not across the notes below.
   ``--routing-draws 4``: 2.3 s, step 8.554 s; ``0`` (all 60 MoE layers drawn, as full mode):
   22.6 s, step 8.544 s (both measured earlier, on the older code). So reusing one draw moves
   the step time by 0.1 %.
+* fast, 1,024 GPUs, ``--layers 16 --microbatches 4``, 2026-12-03 13:0x, load about 12: estimates
+  (default) median of 3 10.99 s, step 1.391 s; ``--phases fabric`` (every group of a stage at
+  once on the whole fabric, moesim.step.phased) 37.54 s (one run), step 1.415 s, top link
+  h0/nic7->leaf.r7.su0 (1:1 fabric: +1.7 % over the estimates).
 * full, 1,024 GPUs, ``--layers 16 --microbatches 1`` (15 MoE layers, about 1.2 M flows):
   98.5 s, step 1.176 s (fast mode on the same: 0.32 s wall, step 1.092 s, -7.1 %);
   2026-12-03, after the changes above. Earlier notes: 173-180 s, then 259 s (a slower hour of
