@@ -81,8 +81,6 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
      "assumption"),
     ("HBM_RESERVE_FRACTION", "fraction", "fragmentation reserve of the memory plan",
      "assumption"),
-    ("DP_EXPOSED_FRACTION", "fraction", "planner estimate only: half of DP collectives "
-     "exposed", "assumption"),
     ("CP_EXPOSED_FRACTION", "fraction", "planner estimate only: half of CP K/V passes "
      "exposed", "assumption"),
     ("HOT_RATIO", "x mean", "attribution threshold (names stragglers, no step time)",

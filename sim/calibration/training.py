@@ -32,13 +32,9 @@ WORKSPACE_BYTES = 3 * GIB
 #: Assumption: 10%, the design's default reserve.
 HBM_RESERVE_FRACTION = 0.1
 
-#: The layout estimate's exposed share of DP/EDP gradient collectives (the rest hides behind
-#: backward compute). Assumption: half (used only by the planner's pruning estimate,
-#: :mod:`moesim.plan.estimate`; the step simulator times the collectives as flows).
-DP_EXPOSED_FRACTION = 0.5
-
-#: The layout estimate's exposed share of ring-attention K/V passes. Assumption: half (planner
-#: estimate only, as :data:`DP_EXPOSED_FRACTION`).
+#: The layout estimate's exposed share of ring-attention K/V passes. Assumption: half (used
+#: only by the planner's pruning estimate, :mod:`moesim.plan.estimate`; the step simulator
+#: times ring attention as flows).
 CP_EXPOSED_FRACTION = 0.5
 
 #: Attribution threshold: a rank whose share of the bytes or tokens of a phase is this many

@@ -15,7 +15,12 @@ from moesim.validate.cases import Case
 from moesim.validate.checkpoint import checkpoint_elements, fp8_scale_elements
 from moesim.validate.deepep import DeepEPSetup, simulate_deepep
 from moesim.validate.nccl import simulate_alltoall
-from moesim.validate.step import simulate_gpu_hours, simulate_mixtral, step_detail
+from moesim.validate.step import (
+    simulate_bridge,
+    simulate_gpu_hours,
+    simulate_mixtral,
+    step_detail,
+)
 
 Prediction = tuple[float | None, str]
 Runner = Callable[[Case], Prediction]
@@ -74,6 +79,11 @@ def _training_cost(case: Case) -> Prediction:
     return hours, f"{step_detail(result)}; {case.note}"
 
 
+def _bridge(case: Case) -> Prediction:
+    tokens_s, result = simulate_bridge(case)
+    return tokens_s, f"{step_detail(result)}; {case.note}"
+
+
 def _step(case: Case) -> Prediction:
     tflops, result = simulate_mixtral(int(str(case.arg("microbatches"))))
     return tflops, f"{step_detail(result)}; {case.note}"
@@ -81,5 +91,5 @@ def _step(case: Case) -> Prediction:
 
 for _kind, _runner in (("deepep", _deepep), ("nccl_alltoall", _nccl), ("params", _params),
                        ("checkpoint", _checkpoint), ("gemm", _gemm), ("step", _step),
-                       ("training_cost", _training_cost)):
+                       ("training_cost", _training_cost), ("bridge", _bridge)):
     register_runner(_kind, _runner)

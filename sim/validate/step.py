@@ -23,10 +23,15 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
+from moesim.fabric.spec import FabricSpec
 from moesim.model import ModelConfig
+from moesim.parallel.layout import ParallelLayout
+from moesim.router import RouterConfig
 from moesim.scenarios import resolve
 from moesim.step import StepResult, StepSpec, run_step
 from moesim.step.scenario import load_step_file
+from moesim.validate.bridge import bridge_model
+from moesim.validate.case import Case
 
 
 def megatron_v09_flops(model: ModelConfig, sequences: int, seq_len: int) -> float:
@@ -79,3 +84,31 @@ def step_detail(result: StepResult) -> str:
     parts = ", ".join(f"{k} {v:.3f}" for k, v in result.breakdown_s.items() if v > 0)
     return (f"step {result.step_time_s:.3f} s; {result.tflops_per_gpu:.1f} TFLOP/s causal "
             f"count (MFU {result.mfu:.1%}); last rank [s]: {parts}")
+
+
+def bridge_spec(case: Case) -> StepSpec:
+    """The step of a Megatron-Bridge table row (:mod:`moesim.validate.bridge`) as stated."""
+    a = dict(case.args)
+    degrees = dict(a["layout"])  # type: ignore[call-overload]
+    gpus, mbs, gbs = int(a["gpus"]), int(a["micro_batch_size"]), int(a["global_batch"])  # type: ignore[call-overload]
+    gpu = str(a["gpu"])
+    tp, pp, cp = (degrees.get(k, 1) for k in ("tp", "pp", "cp"))
+    layout = ParallelLayout(**degrees, dp=gpus // (tp * pp * cp))
+    fabric = FabricSpec(preset="rail-h100-64", params=(("hosts", max(1, gpus // 8)),
+                                                       ("gpu", gpu)),
+                        multipath="dmodk", batch_window_rel=0.02)
+    return StepSpec(
+        model=bridge_model(str(a["model"])), layout=layout, gpu=gpu, fabric=fabric,
+        schedule="interleaved" if layout.vpp > 1 else "1f1b",
+        microbatches=gbs // (layout.dp * mbs), micro_batch_size=mbs, seq_len=int(a["seq_len"]),  # type: ignore[call-overload]
+        router=RouterConfig(kind="force_balanced"),
+        compute_dtype="bf16" if a["precision"] == "BF16" else "fp8",
+        dispatcher=str(a["dispatcher"]),
+    )
+
+
+def simulate_bridge(case: Case) -> tuple[float, StepResult]:
+    """(tokens / s / GPU, the fast-mode step result) of a Megatron-Bridge table row."""
+    spec = bridge_spec(case)
+    result = run_step(spec, mode="fast")
+    return spec.global_tokens / result.step_time_s / spec.layout.world_size, result
