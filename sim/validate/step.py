@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import lru_cache
+from typing import Any
 
 from moesim.fabric.spec import FabricSpec
 from moesim.model import ModelConfig
@@ -88,9 +89,9 @@ def step_detail(result: StepResult) -> str:
 
 def bridge_spec(case: Case) -> StepSpec:
     """The step of a Megatron-Bridge table row (:mod:`moesim.validate.bridge`) as stated."""
-    a = dict(case.args)
-    degrees = dict(a["layout"])  # type: ignore[call-overload]
-    gpus, mbs, gbs = int(a["gpus"]), int(a["micro_batch_size"]), int(a["global_batch"])  # type: ignore[call-overload]
+    a: dict[str, Any] = dict(case.args)
+    degrees: dict[str, int] = dict(a["layout"])
+    gpus, mbs, gbs = int(a["gpus"]), int(a["micro_batch_size"]), int(a["global_batch"])
     gpu = str(a["gpu"])
     tp, pp, cp = (degrees.get(k, 1) for k in ("tp", "pp", "cp"))
     layout = ParallelLayout(**degrees, dp=gpus // (tp * pp * cp))
@@ -100,7 +101,8 @@ def bridge_spec(case: Case) -> StepSpec:
     return StepSpec(
         model=bridge_model(str(a["model"])), layout=layout, gpu=gpu, fabric=fabric,
         schedule="interleaved" if layout.vpp > 1 else "1f1b",
-        microbatches=gbs // (layout.dp * mbs), micro_batch_size=mbs, seq_len=int(a["seq_len"]),  # type: ignore[call-overload]
+        microbatches=gbs // (layout.dp * mbs), micro_batch_size=mbs,
+        seq_len=int(a["seq_len"]),
         router=RouterConfig(kind="force_balanced"),
         compute_dtype="bf16" if a["precision"] == "BF16" else "fp8",
         dispatcher=str(a["dispatcher"]),

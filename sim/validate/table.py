@@ -29,6 +29,14 @@ class CaseResult:
     generation: str = "-"
     path: str = ""
     tolerance_why: str = ""
+    lower_is_faster: bool = False  # a cost (GPU-hours): its error's sign is turned in stats
+
+    @property
+    def speed_error_pct(self) -> float | None:
+        """The error with "+ = the simulator predicts faster than measured" (optimistic)."""
+        if self.error_pct is None:
+            return None
+        return -self.error_pct if self.lower_is_faster else self.error_pct
 
     @property
     def passed(self) -> bool:
@@ -39,7 +47,7 @@ def judge(case: Case, predicted: float | None, detail: str) -> CaseResult:
     """Compare ``predicted`` with ``case.published`` within its tolerance."""
     tol_pct = case.tolerance_rel * 100.0
     tail = dict(scope=case.scope, generation=case.generation, path=case.path,
-                tolerance_why=case.tolerance_why)
+                tolerance_why=case.tolerance_why, lower_is_faster=case.lower_is_faster)
     if predicted is None:
         return CaseResult(case.name, None, case.published, case.unit, None, tol_pct,
                           NOT_SIMULABLE, case.group, case.source, detail or case.note, **tail)
@@ -78,15 +86,16 @@ def _rows(results: list[CaseResult], show_detail: bool) -> list[str]:
 
 def _stats_lines(results: list[CaseResult]) -> list[str]:
     """Per scope, and per GPU generation of the end-to-end cases, the error statistics."""
-    scored = [r for r in results if r.error_pct is not None]
-    lines = []
+    scored = [r for r in results if r.speed_error_pct is not None]
+    lines = ["  (bias: mean signed error, + = the model predicts more speed or bandwidth than "
+             "measured)"] if scored else []
     for scope in SCOPES:
-        errs = [r.error_pct for r in scored if r.scope == scope]
+        errs = [r.speed_error_pct for r in scored if r.scope == scope]
         if errs:
             lines.append(f"  {scope:<12} {error_stats(errs).line()}")
     e2e = [r for r in scored if r.scope == "end_to_end"]
     for gen in sorted({r.generation for r in e2e}):
-        errs = [r.error_pct for r in e2e if r.generation == gen]
+        errs = [r.speed_error_pct for r in e2e if r.generation == gen]
         lines.append(f"  end_to_end on {gen}: {error_stats(errs).line()}")
     return lines
 

@@ -1,0 +1,32 @@
+"""The Megatron-Bridge table rows become the steps the table states (no simulation here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from moesim.validate.bridge import BRIDGE_CASES, QWEN3_30B_A3B
+from moesim.validate.step import bridge_spec
+
+
+@pytest.mark.parametrize("case", BRIDGE_CASES, ids=[c.name for c in BRIDGE_CASES])
+def test_row_settings_reach_the_step(case) -> None:  # type: ignore[no-untyped-def]
+    a = dict(case.args)
+    spec = bridge_spec(case)
+    lay = dict(a["layout"])
+    assert spec.layout.world_size == a["gpus"]
+    for key in ("tp", "pp", "vpp", "ep", "cp"):
+        assert getattr(spec.layout, key) == lay.get(key, 1)
+    assert spec.microbatches * spec.layout.dp * spec.micro_batch_size == a["global_batch"]
+    assert spec.seq_len == 4096 and spec.router.kind == "force_balanced"
+    assert spec.compute_dtype == ("bf16" if a["precision"] == "BF16" else "fp8")
+    assert spec.gpu == case.gpu and spec.recompute == "auto"
+    assert (case.group, case.scope, case.path) == ("out_of_sample", "end_to_end", "fast")
+    assert case.assumptions and "@00b7660b" in case.source
+
+
+def test_qwen3_30b_shape_from_its_config() -> None:
+    m = QWEN3_30B_A3B
+    assert (m.hidden_size, m.num_layers, m.n_routed_experts, m.top_k) == (2048, 48, 128, 8)
+    assert (m.moe_intermediate_size, m.num_attention_heads, m.num_key_value_heads) == (768, 32, 4)
+    from moesim.model import param_counts
+    assert param_counts(m).total == pytest.approx(30.5e9, rel=0.005)  # model card: 30.5B
