@@ -21,9 +21,12 @@ NVLINK_H100_ACHIEVABLE_FRACTION = 370.0 / 450.0
 #: report §3.5; DeepEP intranode kernels reach 153-158 GB/s).
 NVLINK_H800_ACHIEVABLE_FRACTION = 160.0 / 200.0
 
-#: NVLink5 (B200, GB200 NVL72): no published non-all-reduce figure; assumption: same
-#: fraction as NVLink4 on H100. (NVL72 all-reduce busbw 835-847 GB/s at 8 GiB, coreweave
-#: nccl-tests PR #43, uses in-switch reduction and is not comparable.)
+#: NVLink5 (B200, GB200 NVL72): ASSUMPTION, the fraction of NVLink4 on H100. No published
+#: NVL72 all-to-all busbw was found. What was found, and why it does not decide it: NVL72
+#: all-reduce busbw 835-847 GB/s at 8 GiB (coreweave/nccl-tests PR #43) uses in-switch
+#: reduction (NVLS) and is not comparable; nvbandwidth p2p "about 770 GB/s" of 900 = 0.86
+#: on GB200 (Azure/AI-benchmarking-guide issue #7, comment of 2025-04-16) is one flow, not an
+#: all-to-all across the rack, so it bounds the fraction from above rather than setting it.
 NVLINK_BLACKWELL_ACHIEVABLE_FRACTION = NVLINK_H100_ACHIEVABLE_FRACTION
 
 #: InfiniBand NDR 400 Gb/s (ConnectX-7): 48-49 GB/s of 50 GB/s per NIC in nccl-tests

@@ -65,7 +65,8 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("NVLINK_H800_ACHIEVABLE_FRACTION", "fraction", "160 of 200 GB/s (DeepSeek-V3 report "
      "arXiv:2412.19437v1 section 3.5; DeepEP normal kernels 153-158)", "measured"),
     ("NVLINK_BLACKWELL_ACHIEVABLE_FRACTION", "fraction", "no published NVL72 all-to-all "
-     "busbw found; taken as H100's 370/450", "assumption"),
+     "busbw found; taken as H100's 370/450 (GB200 p2p 770 of 900 GB/s, Azure/"
+     "AI-benchmarking-guide #7, is one flow: an upper bound)", "assumption"),
     ("IB_ACHIEVABLE_FRACTION", "fraction", "48-49 of 50 GB/s, CX7 NDR all-to-all "
      "(NVIDIA/nccl-tests issue #267)", "measured"),
     ("ROCE_ACHIEVABLE_FRACTION", "fraction", "24 GB/s per 200G NIC (NVIDIA/nccl-tests issue "

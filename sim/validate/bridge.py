@@ -31,6 +31,9 @@ from moesim.validate.case import Case
 
 SOURCE = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @00b7660b, NeMo 25.11 "
           "container, pre-training table")
+SOURCE_2608 = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, NeMo 26.08 container "
+               "(as mirrored at swiss-ai/Megatron-Bridge @1a2ac152); the same row read 23766 "
+               "in 25.11")
 TOLERANCE = 0.10
 TOLERANCE_WHY = ("one benchmark run per row, no spread published; the same rows moved by up "
                  "to ~10% between the 25.09 and 25.11 containers: 10%")
@@ -52,19 +55,21 @@ def bridge_model(name: str) -> ModelConfig:
 
 
 def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int,
-          layout: dict[str, int], tokens_per_gpu_s: float, dispatcher: str) -> Case:
+          layout: dict[str, int], tokens_per_gpu_s: float, dispatcher: str,
+          source: str = SOURCE) -> Case:
     lay = " ".join(f"{k.upper()}{v}" for k, v in layout.items())
-    gpu = {"DGX-H100": "H100", "DGX-B200": "B200"}[system]
+    gpu = {"DGX-H100": "H100", "DGX-B200": "B200", "DGX-GB200": "GB200"}[system]
+    fabric = ("nvl72-gb200 (one rack; the case's GPUs are its first ones)" if gpu == "GB200"
+              else "rail-optimised fat tree, 1 x 400G CX7 per GPU, 1:1")
     args = (("model", model), ("gpu", gpu), ("gpus", gpus), ("precision", precision),
             ("global_batch", gbs), ("micro_batch_size", mbs), ("seq_len", 4096),
             ("layout", tuple(layout.items())), ("dispatcher", dispatcher))
     return Case(
         f"{model} {gpus}x {gpu} {precision} {lay}", "bridge", args, tokens_per_gpu_s,
-        "tokens/s/GPU", TOLERANCE, SOURCE, scope="end_to_end", gpu=gpu, path="fast",
+        "tokens/s/GPU", TOLERANCE, source, scope="end_to_end", gpu=gpu, path="fast",
         tolerance_why=TOLERANCE_WHY,
         note=f"{system}, GBS {gbs}, MBS {mbs}, seq 4096, force-balanced dropless router",
-        assumptions=(f"dispatcher {dispatcher}", "rail-optimised fat tree, 1 x 400G CX7 per "
-                     "GPU, 1:1", "recompute: the memory plan's choice",
+        assumptions=(f"dispatcher {dispatcher}", fabric, "recompute: the memory plan's choice",
                      f"{precision} GEMMs at the {'FP8' if precision != 'BF16' else 'BF16'} "
                      "matmul rate; quantisation kernels not modelled"),
     )
@@ -78,6 +83,10 @@ BRIDGE_CASES: tuple[Case, ...] = (
           3269.0, "alltoall"),
     _case("DGX-H100", "qwen3-30b-a3b", 16, "FP8-CS", 512, 2, {"pp": 2, "vpp": 24, "ep": 8},
           5275.0, "alltoall"),
+    _case("DGX-GB200", "qwen3-30b-a3b", 8, "MXFP8", 512, 4, {"ep": 8}, 39936.0, "alltoall",
+          source=SOURCE_2608),
 )
-"""The DGX-B200 and DGX-H100 MoE rows of the table (GPT-OSS 120B is not a moesim model;
-the H100 Qwen3-235B row has a column missing in the source, so its batch is unknown)."""
+"""The DGX-B200 and DGX-H100 MoE rows of the 25.11 table (GPT-OSS 120B is not a moesim model;
+the H100 Qwen3-235B row has a column missing in the source, so its batch is unknown), and the
+one DGX-GB200 row that fits in one NVL72 rack (8 GPUs), from the 26.08 table. The other
+GB200/GB300 rows use 64 GPUs of each 72-GPU rack, which moesim's rank map cannot express."""

@@ -95,9 +95,12 @@ def bridge_spec(case: Case) -> StepSpec:
     gpu = str(a["gpu"])
     tp, pp, cp = (degrees.get(k, 1) for k in ("tp", "pp", "cp"))
     layout = ParallelLayout(**degrees, dp=gpus // (tp * pp * cp))
-    fabric = FabricSpec(preset="rail-h100-64", params=(("hosts", max(1, gpus // 8)),
-                                                       ("gpu", gpu)),
-                        multipath="dmodk", batch_window_rel=0.02)
+    if gpu == "GB200":  # one NVL72 rack; ranks on its first GPUs
+        fabric = FabricSpec(preset="nvl72-gb200", multipath="dmodk", batch_window_rel=0.02)
+    else:
+        fabric = FabricSpec(preset="rail-h100-64", params=(("hosts", max(1, gpus // 8)),
+                                                           ("gpu", gpu)),
+                            multipath="dmodk", batch_window_rel=0.02)
     return StepSpec(
         model=bridge_model(str(a["model"])), layout=layout, gpu=gpu, fabric=fabric,
         schedule="interleaved" if layout.vpp > 1 else "1f1b",
