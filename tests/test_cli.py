@@ -42,6 +42,11 @@ def _bad(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_unknown_field_is_one_line_exit_2(tmp_path: Path) -> None:
+    res = _bad(tmp_path, "version: 2\nmodel: mixtral-8x7b\nworkload: {layerz: 2}\n")
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0
+    assert "workload.layerz" in res.stderr and "allowed" in res.stderr
+    # an old-language file is converted first; its unknown key is named where it now sits
     res = _bad(tmp_path, "model: mixtral-8x7b\nworkload: {ep: 8, layerz: 2}\n")
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0
@@ -50,13 +55,16 @@ def test_unknown_field_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_wrong_type_and_impossible_layout(tmp_path: Path) -> None:
-    res = _bad(tmp_path, "model: mixtral-8x7b\nworkload: {ep: eight}\n")
-    assert res.returncode == 2 and "workload.ep" in res.stderr
-    res = _bad(tmp_path, "model: mixtral-8x7b\nworkload: {ep: 3}\n")
+    head = "version: 2\nmode: group\nmodel: mixtral-8x7b\n"
+    res = _bad(tmp_path, head + "layout: {ep: eight, dp: 8}\n")
+    assert res.returncode == 2 and "layout.ep" in res.stderr
+    res = _bad(tmp_path, head + "layout: {ep: 3, dp: 3}\n")
     assert res.returncode == 2 and "ep must divide 8" in res.stderr
-    res = _bad(tmp_path, "model: mixtral-8x7b\nfabric: {preset: nosuch}\n")
+    res = _bad(tmp_path, head + "layout: {ep: 8, dp: 16}\n")
+    assert res.returncode == 2 and "layout.dp" in res.stderr and "one EP group" in res.stderr
+    res = _bad(tmp_path, head + "fabric: {preset: nosuch}\n")
     assert res.returncode == 2 and "fabric" in res.stderr
-    res = _bad(tmp_path, "model: mixtral-8x7b\nrouter: {kind: zip}\n")
+    res = _bad(tmp_path, head + "router: {kind: zip}\n")
     assert res.returncode == 2 and "router.kind" in res.stderr
 
 

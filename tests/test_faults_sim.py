@@ -16,17 +16,17 @@ from moesim.fabric.build import build_graph, fabric_for
 from moesim.model import get_model
 from moesim.router import RouterConfig
 from moesim.runner.group import simulate
-from moesim.scenario import FabricSpec, Scenario, WorkloadSpec
+from moesim.scenario import FabricSpec, GroupSpec, GroupWorkload
 
 UPLINK = ("leaf.r0.su0", "spine.0")
 
 
-def _scenario(faults: tuple = ()) -> Scenario:
+def _scenario(faults: tuple = ()) -> GroupSpec:
     fabric = FabricSpec(
         preset="rail-h800-64", params=(("hosts", 2), ("spines", 2)), multipath="ecmp", faults=faults
     )
-    work = WorkloadSpec(ep=16, layers=1, tokens_per_rank=1024, backward=False)
-    return Scenario(
+    work = GroupWorkload(ep=16, layers=1, tokens_per_rank=1024, backward=False)
+    return GroupSpec(
         name="faults",
         model=get_model("deepseek-v3"),
         gpu="H800",
@@ -44,7 +44,7 @@ def _fault(kind: str, factor: float | None = None) -> tuple:
     return (tuple(sorted(items)),)
 
 
-def _routes_through(scn: Scenario, u: str, v: str) -> int:
+def _routes_through(scn: GroupSpec, u: str, v: str) -> int:
     fabric = fabric_for(build_graph(scn.fabric), "H800", True)
     src, dst = np.nonzero(~np.eye(16, dtype=bool))
     links = Router(fabric, "ecmp").routes(src, dst).link
@@ -81,9 +81,10 @@ def test_disconnecting_failure_is_one_line(tmp_path: Path) -> None:
         )
     path = tmp_path / "cut.yaml"
     path.write_text(
-        "model: deepseek-v3\ngpu: H800\n"
+        "version: 2\nmode: group\nmodel: deepseek-v3\nhardware: {gpu: H800}\n"
         "fabric: {preset: rail-h800-64, params: {hosts: 2},"
-        " faults: [{link: [h0/nic0, leaf.r0.su0], kind: down}]}\nworkload: {ep: 16, layers: 1}\n"
+        " faults: [{link: [h0/nic0, leaf.r0.su0], kind: down}]}\n"
+        "layout: {ep: 16, dp: 16}\nworkload: {layers: 1}\n"
     )
     res = subprocess.run(
         [sys.executable, "-m", "moesim.cli", "run", str(path)],

@@ -13,10 +13,45 @@ from moesim.runner.run import run_scenario
 from moesim.scenario import load_scenario_file
 from moesim.scenarios import resolve, scenario_names
 
+GROUP_SCENARIOS = [n for n in scenario_names() if load_scenario_file(resolve(n)).mode == "group"]
+
+# Golden values, not a validation: (step, balanced-router step, uncongested-core step) in s of
+# each one-EP-group scenario as the pre-move code computed them (commit 55a6f72, `moesim run`
+# with scenarios/*.yaml of the old layer-stack language, before the one scenario language).
+# The converted files must give the same numbers through the one runner.
+GOLDEN_BEFORE_MOVE = {
+    # built in code by the pre-move gallery (plots/gallery.py fault_case), now a shipped file
+    "ep32-rail-1to1-slow-gpu-degraded-link": (0.2121657605273648, 0.20740125063155268,
+                                              0.11702812958021122),
+    "ep32-rail-4to1": (0.2086330690182327, 0.2086330690182327,
+                      0.10259982555726843),
+    "ep32-rail-4to1-pxn": (0.10191494628389562, 0.10191494628389562,
+                          0.10191494628389562),
+    "ep64-gb200-nvl72": (0.0306246504079725, 0.0306246504079725,
+                        0.0306246504079725),
+    "ep64-h800-rail": (0.11559078964083458, 0.11559078964083458,
+                      0.11559078964083458),
+    "ep8-across-nodes": (0.08699411152030023, 0.08699411152030023,
+                        0.08699411152030023),
+    "ep8-balanced": (0.07106664162740552, 0.07106664162740552,
+                    0.07106664162740552),
+    "ep8-hot-expert": (0.17963590482615868, 0.07106664162740552,
+                      0.17963590482615868),
+    "ep8-in-node": (0.06791360127469702, 0.06791360127469702,
+                   0.06791360127469702),
+}
+
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    return {name: run_scenario(load_scenario_file(resolve(name))) for name in scenario_names()}
+    return {name: run_scenario(load_scenario_file(resolve(name))) for name in GROUP_SCENARIOS}
+
+
+def test_group_scenarios_give_the_numbers_of_before_the_move(results: dict) -> None:
+    assert set(results) == set(GOLDEN_BEFORE_MOVE)
+    for name, res in results.items():
+        got = (res.step_time_s, res.balanced_step_time_s, res.uncongested_step_time_s)
+        assert got == pytest.approx(GOLDEN_BEFORE_MOVE[name], rel=1e-12), name
 
 
 def test_every_shipped_scenario_runs(results: dict) -> None:
@@ -39,7 +74,7 @@ def test_hot_expert_names_the_hot_rank_and_its_experts(results: dict) -> None:
     assert top.cause == "expert_imbalance"
     assert res.step_time_s > 1.5 * res.balanced_step_time_s
     scn = load_scenario_file(resolve("ep8-hot-expert"))
-    sim = simulate(scn)
+    sim = simulate(scn.group_spec())
     hot_ranks = {int(np.argmax(r.rank_load())) for r in sim.routings}
     assert top.rank in hot_ranks
     layer = next(i for i, r in enumerate(sim.routings) if int(np.argmax(r.rank_load())) == top.rank)

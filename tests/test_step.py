@@ -14,7 +14,7 @@ from moesim.errors import ConfigError
 from moesim.model import ModelConfig, get_model
 from moesim.parallel.layout import ParallelLayout
 from moesim.runner.group import simulate
-from moesim.scenario.schema import FabricSpec, Scenario, WorkloadSpec
+from moesim.scenario.schema import FabricSpec, GroupSpec, GroupWorkload
 from moesim.step import DEFAULT_FABRIC, StepSpec, run_step, simulate_step
 from moesim.step.plan import build_plan, chunk_layers
 from moesim.step.state import CATEGORIES
@@ -63,9 +63,9 @@ def test_pp1_m1_equals_moe_stack_simulation() -> None:
     fabric with the backward all-to-alls, so the two no longer match exactly.)"""
     spec = _spec(ParallelLayout(ep=8, dp=8), lm_head=False, dp_overlap=False,
                  recompute="none")  # the MoE-stack simulation recomputes nothing
-    scn = Scenario(
+    scn = GroupSpec(
         name="eq", model=spec.model, gpu="H100", fabric=DEFAULT_FABRIC,
-        workload=WorkloadSpec(ep=8, layers=4, tokens_per_rank=SEQ, seq_len=SEQ),
+        workload=GroupWorkload(ep=8, layers=4, tokens_per_rank=SEQ, seq_len=SEQ),
         seed=spec.seed,
     )
     stack = simulate(scn)

@@ -35,7 +35,7 @@ def test_grid_zip_seeds_expand_in_order() -> None:
     assert points[2].values[2:4] == (("fabric.multipath", "spray"), ("fabric.pxn", True))
     assert len({p.id for p in points}) == len(points)
     scn = point_scenario(spec, points[-1])
-    assert (scn.router.hot_factor, scn.workload.ep, scn.fabric.multipath, scn.fabric.pxn,
+    assert (scn.router.hot_factor, scn.layout.ep, scn.fabric.multipath, scn.fabric.pxn,
             scn.seed) == (2.0, 8, "spray", True, 6)
     assert (scn.workload.layers, scn.workload.backward) == (1, False)
 
@@ -67,11 +67,24 @@ def test_unknown_path_is_a_config_error_naming_it(path: str) -> None:
 
 def test_known_paths_pass() -> None:
     for path in ("seed", "router.kind", "fabric.params.oversubscription", "fabric.pxn",
-                 "workload.gpu_stride", "model.n_group", "slow_gpus.3", "fabric.faults"):
+                 "placement.gpu_stride", "model.n_group", "hardware.slow_gpus.3",
+                 "fabric.faults", "layout.ep", "mode"):
+        assert check_path(path) == path
+    data: dict[str, object] = {}
+    set_path(data, "hardware.slow_gpus.3", 1.5)
+    assert data == {"hardware": {"slow_gpus": {3: 1.5}}}
+
+
+def test_old_language_paths_set_their_new_fields() -> None:
+    """Sweep files written for the old layer-stack language keep their columns."""
+    for path in ("workload.ep", "workload.gpu_stride", "slow_gpus.3", "gpu"):
         assert check_path(path) == path
     data: dict[str, object] = {}
     set_path(data, "slow_gpus.3", 1.5)
-    assert data == {"slow_gpus": {3: 1.5}}
+    set_path(data, "workload.ep", 4)
+    set_path(data, "workload.gpu_stride", 2)
+    assert data == {"hardware": {"slow_gpus": {3: 1.5}}, "layout": {"ep": 4, "dp": 4},
+                    "placement": {"gpu_stride": 2}}
 
 
 @pytest.mark.parametrize("bad, field", [

@@ -34,12 +34,12 @@ PHASES = {"X", "M", "C", "i", "s", "f"}  # the event types this writer may emit
 
 @pytest.fixture(scope="module")
 def sim() -> Simulation:
-    return simulate(load_scenario_file(resolve("ep8-hot-expert")))
+    return simulate(load_scenario_file(resolve("ep8-hot-expert")).group_spec())
 
 
 @pytest.fixture(scope="module")
 def result(sim: Simulation) -> Result:
-    return run_scenario(sim.scenario)
+    return run_scenario(load_scenario_file(resolve("ep8-hot-expert")))
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from moesim.fabric.build import build_graph
-from moesim.step.scenario import load_step_file
+from moesim.scenario import load_scenario_file
 from moesim.topologies import TopologyError, deprecated, load_preset
 
 
@@ -23,22 +23,23 @@ def same_fabric(a: nx.DiGraph, b: nx.DiGraph) -> bool:
 def step_file(tmp_path, params: dict[str, object]) -> str:  # type: ignore[no-untyped-def]
     path = tmp_path / f"s{len(list(tmp_path.iterdir()))}.yaml"
     path.write_text(yaml.safe_dump({
-        "name": "units", "model": "mixtral-8x7b", "gpu": "H800",
+        "version": 2, "name": "units", "model": "mixtral-8x7b", "hardware": {"gpu": "H800"},
         "fabric": {"preset": "rail-h800-64", "params": {"hosts": 2, **params}},
-        "layout": {"tp": 1, "pp": 1, "ep": 8, "dp": 16}, "global_batch": 16, "seq_len": 512,
+        "layout": {"tp": 1, "pp": 1, "ep": 8, "dp": 16},
+        "workload": {"global_batch": 16, "seq_len": 512},
     }))
     return str(path)
 
 
 def test_step_scenario_old_key_gives_the_same_fabric_and_one_notice(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    new = load_step_file(step_file(tmp_path, {"nic_gbit": 400}))
+    new = load_scenario_file(step_file(tmp_path, {"nic_gbit": 400}))
     assert capsys.readouterr().err == ""
-    old = load_step_file(step_file(tmp_path, {"nic_bw_gbps": 50}))
+    old = load_scenario_file(step_file(tmp_path, {"nic_bw_gbps": 50}))
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "nic_bw_gbps" in err[0] and "nic_gbit" in err[0], err
     assert "nic_bw_gbps: 50 is nic_gbit: 400" in err[0]
-    assert old.spec.fabric == new.spec.fabric
-    g_old, g_new = build_graph(old.spec.fabric), build_graph(new.spec.fabric)
+    assert old.fabric == new.fabric
+    g_old, g_new = build_graph(old.fabric), build_graph(new.fabric)
     assert same_fabric(g_old, g_new)
     assert g_new.edges["h1/nic3", "leaf.r3.su0"]["bw_GBps"] == 50.0
 

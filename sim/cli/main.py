@@ -13,8 +13,6 @@ import click
 from moesim import topologies
 from moesim.cli.files import check_flag_count, check_outputs, emit
 from moesim.cli.oneline import OneLineGroup
-from moesim.cli.plot import save_run_option, trace_option, write_run_files
-from moesim.cli.progress import Ticker, quiet_option
 from moesim.errors import MoesimError
 
 EXIT_BAD_INPUT = 2
@@ -43,61 +41,17 @@ def main() -> None:
     """moesim: simulate MoE training steps on GPU cluster fabrics."""
 
 
-@main.command()
-@click.argument("scenario")
-@trace_option
-@save_run_option
-@click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
-@click.option("--seed", type=int, default=None, help="Override the scenario's seed.")
-@click.option(
-    "--out", type=click.Path(dir_okay=False), default=None, help="Also write the JSON record here."
-)
-@quiet_option
-@_user_errors
-def run(
-    scenario: str,
-    as_json: bool,
-    seed: int | None,
-    out: str | None,
-    trace_path: str | None,
-    run_path: str | None,
-    quiet: bool,
-) -> None:
-    """Simulate SCENARIO (a shipped name or a YAML path) and attribute its stragglers."""
-    from dataclasses import replace
-
-    from moesim.io import write_atomic
-    from moesim.results.summary import summary_text
-    from moesim.runner.run import run_scenario
-    from moesim.scenario import load_scenario_file
-    from moesim.scenario.checks import check_seed
-    from moesim.scenarios import resolve
-
-    path = resolve(scenario)
-    check_outputs({"--out": out, "--trace": trace_path, "--save-run": run_path}, [path])
-    scn = load_scenario_file(path)
-    if seed is not None:
-        scn = replace(scn, seed=check_seed(seed, "--seed"))
-    with Ticker(f"run {scn.name}", quiet):
-        res = run_scenario(scn)
-    emit(res.to_json() if as_json else summary_text(res), [
-        lambda: write_run_files(scn, res, trace_path, run_path),
-        lambda: out and write_atomic(out, res.to_json(), "--out"),
-    ])
-
-
 @main.command("scenarios")
 def list_scenarios() -> None:
     """List the shipped scenarios."""
     from moesim.scenario.load import read_yaml_file
     from moesim.scenarios import resolve, scenario_names
 
-    for kind, title in (("", "moesim run"), ("steps", "moesim step")):
-        click.echo(f"{title}:")
-        for name in scenario_names(kind):
-            data = read_yaml_file(resolve(name, kind), "scenario")
-            about = data.get("description", "") if isinstance(data, dict) else ""
-            click.echo(f"  {name:<20} {about}")
+    for name in scenario_names():
+        data = read_yaml_file(resolve(name), "scenario")
+        about = data.get("description", "") if isinstance(data, dict) else ""
+        mode = data.get("mode", "full") if isinstance(data, dict) else ""
+        click.echo(f"  {name:<22} {mode:<5} {about}")
 
 
 @main.command()
@@ -143,8 +97,9 @@ def place(
 def _register_commands() -> None:
     """Commands that live in their own modules."""
     from moesim.cli.design import design, plan
+    from moesim.cli.gallery import gallery
     from moesim.cli.plot import plot
-    from moesim.cli.step import step
+    from moesim.cli.run import run
     from moesim.cli.sweep import sweep
     from moesim.cli.topo import topo
     from moesim.cli.validate import validate
@@ -154,8 +109,10 @@ def _register_commands() -> None:
     main.add_command(plan)
     main.add_command(validate)
     main.add_command(sweep)
-    step.callback = _user_errors(step.callback)  # type: ignore[arg-type]
-    main.add_command(step)
+    main.add_command(gallery)
+    run.callback = _user_errors(run.callback)  # type: ignore[arg-type]
+    main.add_command(run)
+    main.add_command(run, name="step")  # the old whole-step command, kept as an alias
     topo.callback = _user_errors(topo.callback)  # type: ignore[arg-type]
     main.add_command(topo)
 

@@ -21,7 +21,7 @@ from moesim.cli.files import check_outputs, output_file
 from moesim.cli.progress import Ticker, quiet_option
 from moesim.errors import ConfigError, MoesimError
 from moesim.results.result import Result
-from moesim.scenario.schema import Scenario
+from moesim.scenario.schema import GroupSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 KINDS = ("congestion", "timeline", "breakdown", "stragglers", "sweep")
@@ -44,7 +44,7 @@ def save_run_option(fn: F) -> F:
     )(fn)
 
 
-def write_trace(scn: Scenario, path: str | Path) -> Path:
+def write_trace(scn: GroupSpec, path: str | Path) -> Path:
     """Simulate ``scn`` once and write its Chrome trace to ``path``."""
     from moesim.results.trace import write_chrome_trace
     from moesim.runner.group import simulate
@@ -53,7 +53,7 @@ def write_trace(scn: Scenario, path: str | Path) -> Path:
 
 
 def write_run_files(
-    scn: Scenario,
+    scn: GroupSpec,
     result: Result,
     trace_path: str | Path | None = None,
     run_path: str | Path | None = None,

@@ -21,29 +21,29 @@ step would end without that one cause.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
 from moesim.calibration import HOT_RATIO
 from moesim.results.result import CollectiveStat, Straggler
-from moesim.runner.group import Simulation
-from moesim.workload.moe_stack import Phase
+from moesim.results.simulation import GroupRun
 
 RECEIVER_HOT = ("dispatch", "combine_bwd")  # bytes flow towards the experts' rank
 
 
-def phase_ends(sim: Simulation) -> np.ndarray:
+def phase_ends(sim: GroupRun) -> np.ndarray:
     """T[p]: when the last rank finished each phase."""
     return np.maximum.accumulate(np.nanmax(sim.trace.end_s, axis=1))
 
 
-def increments(sim: Simulation) -> np.ndarray:
+def increments(sim: GroupRun) -> np.ndarray:
     ends = phase_ends(sim)
     return np.diff(ends, prepend=0.0)
 
 
 def attribute(
-    actual: Simulation, balanced: Simulation, uncongested: Simulation
+    actual: GroupRun, balanced: GroupRun, uncongested: GroupRun
 ) -> tuple[list[Straggler], list[CollectiveStat]]:
     """Per-phase excesses charged to causes, aggregated per (cause, rank, link)."""
     d_a, d_b, d_u = increments(actual), increments(balanced), increments(uncongested)
@@ -73,7 +73,7 @@ def attribute(
 
 
 def _phase_causes(
-    sim: Simulation, ph: Phase, rank: int, excess_bal: float, excess_unc: float, tol: float
+    sim: GroupRun, ph: Any, rank: int, excess_bal: float, excess_unc: float, tol: float
 ) -> list[Straggler]:
     out = []
     if excess_bal > tol:
@@ -85,7 +85,7 @@ def _phase_causes(
     return out
 
 
-def _imbalance_or_slow(sim: Simulation, ph: Phase, rank: int, excess: float) -> Straggler | None:
+def _imbalance_or_slow(sim: GroupRun, ph: Any, rank: int, excess: float) -> Straggler | None:
     if not ph.is_a2a:
         if sim.slowdown[rank] > 1:
             return _slow(sim, rank, excess)
@@ -99,7 +99,7 @@ def _imbalance_or_slow(sim: Simulation, ph: Phase, rank: int, excess: float) -> 
     return None
 
 
-def _hot_side(sim: Simulation, ph: Phase, rank: int) -> tuple[int, float, str]:
+def _hot_side(sim: GroupRun, ph: Any, rank: int) -> tuple[int, float, str]:
     """The rank whose traffic made this all-to-all long, and its byte ratio to the mean."""
     size = sim.trace.a2a[ph.index].size_bytes.copy()
     np.fill_diagonal(size, 0.0)
@@ -111,7 +111,7 @@ def _hot_side(sim: Simulation, ph: Phase, rank: int) -> tuple[int, float, str]:
     return sender, float(out[sender] / max(out.mean(), 1e-30)), "bytes it sends back"
 
 
-def _last_sender(sim: Simulation, ph: Phase, rank: int) -> int:
+def _last_sender(sim: GroupRun, ph: Any, rank: int) -> int:
     flow = _last_flow(sim, ph, rank)
     if flow < 0:
         return rank
@@ -119,13 +119,13 @@ def _last_sender(sim: Simulation, ph: Phase, rank: int) -> int:
     return int(np.flatnonzero(sim.gpus == src_gpu)[0])
 
 
-def _load_ratio(sim: Simulation, layer: int, rank: int) -> float:
+def _load_ratio(sim: GroupRun, layer: int, rank: int) -> float:
     load = sim.routings[layer].rank_load()
     return float(load[rank] / max(load.mean(), 1e-30))
 
 
 def _hot(
-    sim: Simulation, ph: Phase, rank: int, excess: float, ratio: float, what: str
+    sim: GroupRun, ph: Any, rank: int, excess: float, ratio: float, what: str
 ) -> Straggler:
     routing = sim.routings[ph.layer]
     experts = routing.hot_experts(rank, top=3)
@@ -137,7 +137,7 @@ def _hot(
     return Straggler(rank=rank, cause="expert_imbalance", excess_s=float(excess), detail=detail)
 
 
-def _slow(sim: Simulation, rank: int, excess: float) -> Straggler:
+def _slow(sim: GroupRun, rank: int, excess: float) -> Straggler:
     gpu = sim.fabric.gpu_name(int(sim.gpus[rank]))
     return Straggler(
         rank=rank,
@@ -147,7 +147,7 @@ def _slow(sim: Simulation, rank: int, excess: float) -> Straggler:
     )
 
 
-def _congestion(sim: Simulation, ph: Phase, rank: int, excess: float) -> Straggler:
+def _congestion(sim: GroupRun, ph: Any, rank: int, excess: float) -> Straggler:
     flow = _last_flow(sim, ph, rank)
     link, util = _busiest_link(sim, flow)
     name, tier = sim.fabric.link_name(link), str(sim.fabric.tier[link])
@@ -160,7 +160,7 @@ def _congestion(sim: Simulation, ph: Phase, rank: int, excess: float) -> Straggl
     )
 
 
-def _busiest_link(sim: Simulation, flow: int) -> tuple[int, float]:
+def _busiest_link(sim: GroupRun, flow: int) -> tuple[int, float]:
     """The link on ``flow``'s route with the busiest link while it ran (switch links first)."""
     col = sim.net.flows.col
     ptr, length = int(col["pair_ptr"][flow]), int(col["pair_len"][flow])
@@ -193,7 +193,7 @@ def _aggregate(events: list[Straggler]) -> list[Straggler]:
     return sorted(merged, key=lambda s: -s.excess_s)
 
 
-def _last_flow(sim: Simulation, ph: Phase, rank: int) -> int:
+def _last_flow(sim: GroupRun, ph: Any, rank: int) -> int:
     """Id of the flow whose arrival completed ``rank``'s part of all-to-all ``ph`` (-1: none)."""
     value = sim.trace.a2a[ph.index].received(rank).value
     return int(value) if isinstance(value, int | np.integer) else -1

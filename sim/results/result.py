@@ -1,10 +1,18 @@
-"""The result of a run: an immutable record that serialises to JSON.
+"""The result of a run, in every mode: one immutable record that serialises to JSON.
 
-Other tools read these keys; keep them: ``step_time_s``, ``tokens_per_s``,
-``seed``, ``dropped_tokens``, ``ranks`` [{rank, compute_s, comm_s, idle_s}],
-``links`` [{id, tier, bytes, busy_s, peak_util}], ``stragglers`` [{rank,
-cause, excess_s, detail}] (cause: expert_imbalance | link_congestion |
-slow_gpu).
+Other tools read these keys; keep them. Every record: ``scenario``, ``mode`` (full | fast |
+group), ``seed``, ``step_time_s``, ``tokens_per_s``, ``breakdown_s``, ``engine``, ``setting``
+(what ran: model, GPU, fabric, layout, schedule, batch). A key that the mode does not produce
+is null (or empty).
+
+Group mode (one EP group's layers and its counterfactuals): ``dropped_tokens``,
+``balanced_step_time_s``, ``uncongested_step_time_s``, ``imbalance``, ``ranks`` [{rank,
+compute_s, comm_s, idle_s}], ``links`` [{id, tier, bytes, busy_s, peak_util}], ``stragglers``
+[{rank, cause, excess_s, detail}] (cause: expert_imbalance | link_congestion | slow_gpu),
+``collectives``.
+
+Full and fast modes (the whole step): ``mfu``, ``tflops_per_gpu``, ``last_rank``,
+``stage_makespan_s``, and in full mode ``critical_path`` (:mod:`moesim.step.critical`).
 """
 
 from __future__ import annotations
@@ -66,16 +74,23 @@ class Result:
     seed: int
     step_time_s: float
     tokens_per_s: float
-    dropped_tokens: int
-    balanced_step_time_s: float
-    uncongested_step_time_s: float
     breakdown_s: dict[str, float]
-    imbalance: dict[str, float]
-    ranks: list[RankStat]
-    links: list[LinkStat]
-    stragglers: list[Straggler]
-    collectives: list[CollectiveStat]
+    mode: str = "group"
+    dropped_tokens: int | None = None
+    balanced_step_time_s: float | None = None
+    uncongested_step_time_s: float | None = None
+    imbalance: dict[str, float] = field(default_factory=dict)
+    ranks: list[RankStat] = field(default_factory=list)
+    links: list[LinkStat] = field(default_factory=list)
+    stragglers: list[Straggler] = field(default_factory=list)
+    collectives: list[CollectiveStat] = field(default_factory=list)
+    mfu: float | None = None
+    tflops_per_gpu: float | None = None
+    last_rank: int | None = None
+    stage_makespan_s: list[float] = field(default_factory=list)
+    critical_path: dict[str, Any] | None = None
     engine: dict[str, Any] = field(default_factory=dict)
+    setting: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

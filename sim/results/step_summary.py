@@ -1,26 +1,25 @@
-"""A readable text report of one simulated training step (what ``moesim step`` prints)."""
+"""A readable text report of a whole-step record (what ``moesim run`` prints in full and fast
+mode); it reads the record only."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from moesim.step.scenario import StepScenario
-
 
 def _ms(time_s: float) -> str:
     return f"{time_s * 1e3:10.1f} ms"
 
 
-def _header(scn: StepScenario) -> list[str]:
-    spec, lay = scn.spec, scn.spec.layout
-    names = ("tp", "pp", "vpp", "ep", "etp", "cp", "dp")
-    degrees = " ".join(f"{k}{getattr(lay, k)}" for k in names)
+def _header(record: Mapping[str, Any]) -> list[str]:
+    put = record["setting"]
+    degrees = " ".join(f"{k}{v}" for k, v in put["layout"].items())
     return [
-        f"step {scn.name} ({scn.mode} mode): {scn.description}".rstrip(": "),
-        f"  {spec.model.name} on {lay.world_size} {spec.gpu}, fabric {spec.fabric.preset}",
-        f"  layout {degrees} (edp{lay.edp}), schedule {spec.schedule}, {spec.microbatches} "
-        f"micro-batches x {spec.micro_batch_size} x {spec.seq_len} tokens per pipeline",
+        f"step {record['scenario']} ({record['mode']} mode): {put['description']}".rstrip(": "),
+        f"  {put['model']} on {put['world_size']} {put['gpu']}, fabric {put['fabric']}",
+        f"  layout {degrees} (edp{put['edp']}), schedule {put['schedule']}, "
+        f"{put['microbatches']} micro-batches x {put['micro_batch_size']} x {put['seq_len']} "
+        "tokens per pipeline",
     ]
 
 
@@ -64,10 +63,10 @@ def _critical(path: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def step_text(scn: StepScenario, record: Mapping[str, Any]) -> str:
+def step_text(record: Mapping[str, Any]) -> str:
     """Step time, throughput, MFU, the breakdown, stage ends and the critical path."""
     lines = [
-        *_header(scn),
+        *_header(record),
         "",
         f"  step time   {_ms(record['step_time_s'])}   {record['tokens_per_s']:,.0f} tokens/s",
         f"  MFU         {record['mfu']:10.1%}      {record['tflops_per_gpu']:.0f} TFLOP/s per GPU"

@@ -1,8 +1,14 @@
-"""A readable text summary of a result (what `moesim run` prints)."""
+"""A readable text summary of a result record (what `moesim run` prints)."""
 
 from __future__ import annotations
 
 from moesim.results.result import Result
+from moesim.results.step_summary import step_text
+
+
+def record_text(res: Result) -> str:
+    """The text report for the record's mode: the whole step's, or the EP group's."""
+    return summary_text(res) if res.mode == "group" else step_text(res.to_dict())
 
 
 def _ms(t_s: float) -> str:
@@ -10,7 +16,9 @@ def _ms(t_s: float) -> str:
 
 
 def summary_text(res: Result, top: int = 5) -> str:
-    """Step time, counterfactuals, straggler attribution and the busiest links."""
+    """Group mode: step time, counterfactuals, straggler attribution and the busiest links."""
+    if res.balanced_step_time_s is None or res.uncongested_step_time_s is None:
+        raise ValueError("summary_text reads a group-mode record; record_text reads any")
     lines = [
         f"scenario {res.scenario} (seed {res.seed})",
         f"  step time        {_ms(res.step_time_s)}   ({res.tokens_per_s:,.0f} tokens/s)",

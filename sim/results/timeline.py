@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from moesim.results.result import Result
-from moesim.runner.group import Simulation
+from moesim.results.simulation import GroupRun
 
 FORMAT = "moesim-run/1"
 UTIL_DECIMALS = 4
 
 
-def _links(sim: Simulation) -> dict[str, Any]:
+def _links(sim: GroupRun) -> dict[str, Any]:
     stats, fab = sim.net.stats, sim.fabric
     used = np.flatnonzero(stats.bytes > 0)
     times, util = stats.timeline()
@@ -44,7 +44,7 @@ def _links(sim: Simulation) -> dict[str, Any]:
     }
 
 
-def _phases(sim: Simulation) -> list[dict[str, Any]]:
+def _phases(sim: GroupRun) -> list[dict[str, Any]]:
     critical = np.argmax(sim.trace.end_s, axis=1)
     return [
         {
@@ -59,7 +59,7 @@ def _phases(sim: Simulation) -> list[dict[str, Any]]:
     ]
 
 
-def run_record(sim: Simulation, result: Result) -> dict[str, Any]:
+def run_record(sim: GroupRun, result: Result) -> dict[str, Any]:
     """The saved-run record of ``sim`` (the actual run behind ``result``)."""
     return {
         "format": FORMAT,
@@ -82,7 +82,7 @@ def run_record(sim: Simulation, result: Result) -> dict[str, Any]:
     }
 
 
-def save_run(sim: Simulation, result: Result, path: str | Path) -> Path:
+def save_run(sim: GroupRun, result: Result, path: str | Path) -> Path:
     """Write :func:`run_record` of ``sim`` and ``result`` to ``path`` as JSON."""
     out = Path(path)
     out.write_text(json.dumps(run_record(sim, result), separators=(",", ":")))

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from moesim.runner.group import Simulation
+from moesim.results.simulation import GroupRun
 
 US_PER_S = 1e6
 COMPUTE_TID = 0
@@ -38,7 +38,7 @@ def _meta(name: str, pid: int, args: dict[str, Any], tid: int = 0) -> dict[str, 
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
 
 
-def _metadata(sim: Simulation, links_pid: int) -> list[dict[str, Any]]:
+def _metadata(sim: GroupRun, links_pid: int) -> list[dict[str, Any]]:
     events = []
     for rank, gpu in enumerate(sim.gpus):
         label = f"rank {rank} ({sim.fabric.gpu_name(int(gpu))})"
@@ -52,12 +52,12 @@ def _metadata(sim: Simulation, links_pid: int) -> list[dict[str, Any]]:
     return events
 
 
-def critical_ranks(sim: Simulation) -> np.ndarray:
+def critical_ranks(sim: GroupRun) -> np.ndarray:
     """Per phase, the rank that finished it last (ties: the lowest rank)."""
     return np.argmax(sim.trace.end_s, axis=1)
 
 
-def _span_events(sim: Simulation, critical: np.ndarray) -> list[dict[str, Any]]:
+def _span_events(sim: GroupRun, critical: np.ndarray) -> list[dict[str, Any]]:
     tr = sim.trace
     events = []
     for ph in tr.phases:
@@ -75,7 +75,7 @@ def _span_events(sim: Simulation, critical: np.ndarray) -> list[dict[str, Any]]:
     return events
 
 
-def _critical_events(sim: Simulation, critical: np.ndarray) -> list[dict[str, Any]]:
+def _critical_events(sim: GroupRun, critical: np.ndarray) -> list[dict[str, Any]]:
     """An instant at each critical finish, and a flow chaining consecutive critical spans.
 
     Each flow leaves its span just before that span ends and arrives just before the next
@@ -106,14 +106,14 @@ def _critical_events(sim: Simulation, critical: np.ndarray) -> list[dict[str, An
     return events
 
 
-def busiest_links(sim: Simulation, top: int) -> np.ndarray:
+def busiest_links(sim: GroupRun, top: int) -> np.ndarray:
     """Indices of the links that carried bytes, busiest (most bytes) first, at most ``top``."""
     moved = sim.net.stats.bytes
     used = np.flatnonzero(moved > 0)
     return used[np.argsort(-moved[used], kind="stable")][:top]
 
 
-def _counter_events(sim: Simulation, links_pid: int, top: int) -> list[dict[str, Any]]:
+def _counter_events(sim: GroupRun, links_pid: int, top: int) -> list[dict[str, Any]]:
     times, util = sim.net.stats.timeline()
     events = []
     for link in busiest_links(sim, top):
@@ -142,7 +142,7 @@ def check_sequential(events: list[dict[str, Any]]) -> None:
                 raise ValueError(f"overlapping spans on track pid={key[0]} tid={key[1]}")
 
 
-def chrome_trace(sim: Simulation, top_links: int = DEFAULT_TOP_LINKS) -> dict[str, Any]:
+def chrome_trace(sim: GroupRun, top_links: int = DEFAULT_TOP_LINKS) -> dict[str, Any]:
     """The trace of ``sim`` as a Chrome-trace JSON object."""
     links_pid = int(sim.gpus.size)
     critical = critical_ranks(sim)
@@ -162,7 +162,7 @@ def chrome_trace(sim: Simulation, top_links: int = DEFAULT_TOP_LINKS) -> dict[st
 
 
 def write_chrome_trace(
-    sim: Simulation, path: str | Path, top_links: int = DEFAULT_TOP_LINKS
+    sim: GroupRun, path: str | Path, top_links: int = DEFAULT_TOP_LINKS
 ) -> Path:
     """Write the trace of ``sim`` to ``path`` (JSON); returns the path."""
     out = Path(path)

@@ -1,7 +1,7 @@
-"""Assemble a scenario into engine + workload and simulate it once.
+"""Group mode: assemble one EP group's layer stack into engine + workload, simulate it once.
 
-``simulate(scenario)`` returns the raw material (trace, network, routings,
-costs); :mod:`moesim.runner.run` turns it, with its counterfactuals, into a result.
+``simulate(spec)`` returns the raw material (trace, network, routings, costs);
+:mod:`moesim.runner.group_run` turns it, with its counterfactuals, into a result record.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from moesim.fabric.build import build_graph, fabric_for
 from moesim.hardware import get_gpu
 from moesim.router import RouterConfig, RoutingResult, route_tokens
 from moesim.scenario.checks import check_slow_gpus
-from moesim.scenario.schema import Scenario
+from moesim.scenario.schema import GroupSpec
 from moesim.workload.costs import LayerCosts, LayerShape, layer_costs
 from moesim.workload.moe_stack import StackTrace, WireFormat, replay_moe_stack
 
@@ -30,7 +30,7 @@ from moesim.workload.moe_stack import StackTrace, WireFormat, replay_moe_stack
 class Simulation:
     """One simulated run: what happened, on what."""
 
-    scenario: Scenario
+    scenario: GroupSpec
     fabric: Fabric
     gpus: np.ndarray
     slowdown: np.ndarray  # per EP rank
@@ -44,7 +44,7 @@ class Simulation:
         return float(np.nanmax(self.trace.end_s))
 
 
-def route_layers(scn: Scenario, router: RouterConfig) -> list[RoutingResult]:
+def route_layers(scn: GroupSpec, router: RouterConfig) -> list[RoutingResult]:
     """The routing of each replayed layer (seeded by the scenario)."""
     m, wl = scn.model, scn.workload
     return [
@@ -64,7 +64,7 @@ def route_layers(scn: Scenario, router: RouterConfig) -> list[RoutingResult]:
 
 
 def simulate(
-    scn: Scenario,
+    scn: GroupSpec,
     *,
     graph: nx.DiGraph | None = None,
     balanced: bool = False,

@@ -12,7 +12,7 @@ from moesim.workload.costs import WIRE_DTYPES
 
 
 @dataclass(frozen=True)
-class WorkloadSpec:
+class GroupWorkload:
     """One micro-batch through ``layers`` MoE layers on one EP group of ``ep`` ranks."""
 
     ep: int = 8
@@ -43,14 +43,14 @@ class WorkloadSpec:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class GroupSpec:
     """Everything one run needs; ``seed`` seeds every random draw of the run."""
 
     name: str
     model: ModelConfig
     gpu: str = "H100"
     fabric: FabricSpec = field(default_factory=FabricSpec)
-    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    workload: GroupWorkload = field(default_factory=GroupWorkload)
     router: RouterConfig = field(default_factory=RouterConfig)
     slow_gpus: tuple[tuple[int, float], ...] = ()  # (gpu index, slowdown factor >= 1)
     seed: int = 0

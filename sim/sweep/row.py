@@ -65,8 +65,8 @@ def result_row(point: Point, res: Result) -> dict[str, str]:
         "tokens_per_s": res.tokens_per_s,
         "balanced_step_time_s": res.balanced_step_time_s,
         "uncongested_step_time_s": res.uncongested_step_time_s,
-        "imbalance_excess_s": res.step_time_s - res.balanced_step_time_s,
-        "congestion_excess_s": res.step_time_s - res.uncongested_step_time_s,
+        "imbalance_excess_s": _excess(res.step_time_s, res.balanced_step_time_s),
+        "congestion_excess_s": _excess(res.step_time_s, res.uncongested_step_time_s),
         "dropped_tokens": res.dropped_tokens,
         "rank_ratio_max": res.imbalance.get("rank_ratio_max"),
         "straggler_cause": top.cause if top else None,
@@ -76,6 +76,11 @@ def result_row(point: Point, res: Result) -> dict[str, str]:
     }
     return {**_axis_cells(point), **{k: format_value(v) for k, v in metrics.items()},
             ERROR_COLUMN: ""}
+
+
+def _excess(step_s: float, counterfactual_s: float | None) -> float | None:
+    """Step minus a counterfactual's step (None: the mode simulates no counterfactual)."""
+    return None if counterfactual_s is None else step_s - counterfactual_s
 
 
 def error_row(point: Point, exc: BaseException) -> dict[str, str]:

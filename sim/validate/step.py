@@ -28,9 +28,10 @@ from moesim.fabric.spec import FabricSpec
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import RouterConfig
+from moesim.runner.specs import step_spec
+from moesim.scenario import load_scenario_file
 from moesim.scenarios import resolve
 from moesim.step import StepResult, StepSpec, run_step
-from moesim.step.scenario import load_step_file
 from moesim.validate.bridge import bridge_model
 from moesim.validate.case import Case
 
@@ -56,7 +57,7 @@ def megatron_v09_flops(model: ModelConfig, sequences: int, seq_len: int) -> floa
 def mixtral_spec(microbatches: int = 16) -> StepSpec:
     """The Megatron-Core Mixtral 8x7B benchmark: the shipped step scenario ``mixtral-64xh100``
     (``moesim step mixtral-64xh100`` runs the same step) with ``microbatches`` per pipeline."""
-    spec = load_step_file(resolve("mixtral-64xh100", "steps")).spec
+    spec = step_spec(load_scenario_file(resolve("mixtral-64xh100")))
     return replace(spec, microbatches=microbatches)
 
 
@@ -74,10 +75,11 @@ def simulate_mixtral(microbatches: int = 16) -> tuple[float, StepResult]:
 def simulate_gpu_hours(scenario: str) -> tuple[float, StepResult]:
     """(GPU-hours per trillion tokens, the step result) of the shipped step scenario
     ``scenario`` in its own mode: step time x GPUs / tokens per step, scaled to 1e12 tokens."""
-    scn = load_step_file(resolve(scenario, "steps"))
-    result = run_step(scn.spec, mode=scn.mode)
-    gpus = scn.spec.layout.world_size
-    return result.step_time_s * gpus / 3600 * 1e12 / scn.spec.global_tokens, result
+    scn = load_scenario_file(resolve(scenario))
+    spec = step_spec(scn)
+    result = run_step(spec, mode=scn.mode)
+    gpus = spec.layout.world_size
+    return result.step_time_s * gpus / 3600 * 1e12 / spec.global_tokens, result
 
 
 def step_detail(result: StepResult) -> str:

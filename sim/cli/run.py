@@ -1,0 +1,66 @@
+"""``moesim run`` (alias ``moesim step``): simulate any scenario and report its record."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from moesim.cli.plot import save_run_option, trace_option
+from moesim.cli.progress import Bar, Ticker, quiet_option
+
+
+@click.command("run")
+@click.argument("scenario")
+@click.option("--mode", type=click.Choice(["full", "fast", "group"]), default=None,
+              help="full: every rank; fast: one representative pipeline; group: one EP "
+                   "group's layers with counterfactual attribution. Default: the scenario's.")
+@click.option("--microbatches", type=int, default=None,
+              help="Override the micro-batches per pipeline.")
+@click.option("--seed", type=int, default=None, help="Override the scenario's seed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON record here.")
+@trace_option
+@save_run_option
+@quiet_option
+def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | None,
+        as_json: bool, out: str | None, trace_path: str | None, run_path: str | None,
+        quiet: bool) -> None:
+    """Simulate SCENARIO (a shipped name or a YAML path) and report it: step time, breakdown,
+    and the critical path (full mode) or straggler attribution (group mode)."""
+    from moesim.cli.plot import write_run_files
+    from moesim.errors import ConfigError
+    from moesim.results.summary import record_text
+    from moesim.runner.run import run_scenario
+    from moesim.runner.specs import spec_for
+    from moesim.scenario import load_scenario_file
+    from moesim.scenario.schema import GroupSpec
+    from moesim.scenarios import resolve
+    from moesim.step.loop import watching
+
+    scn = load_scenario_file(resolve(scenario))
+    if seed is not None:
+        scn = replace(scn, seed=seed)
+    if microbatches is not None:
+        if microbatches < 1:
+            raise ConfigError("--microbatches", f"must be >= 1, got {microbatches}")
+        per = scn.layout.dp * scn.workload.micro_batch_size
+        scn = replace(scn, workload=replace(scn.workload, global_batch=microbatches * per))
+    mode = mode or scn.mode
+    spec = spec_for(scn, mode)
+    if (trace_path or run_path) and not isinstance(spec, GroupSpec):
+        raise ConfigError("--trace/--save-run", "written in group mode only (--mode group)")
+    if isinstance(spec, GroupSpec):
+        with Ticker(f"run {scn.name} (group)", quiet):
+            res = run_scenario(scn, mode)
+    else:
+        bar = Bar(f"run {scn.name} ({mode})", "backward pass", quiet)
+        with bar, watching(bar if bar.enabled else None):
+            res = run_scenario(scn, mode)
+    if isinstance(spec, GroupSpec):
+        write_run_files(spec, res, trace_path, run_path)
+    if out:
+        Path(out).write_text(res.to_json())
+    click.echo(res.to_json() if as_json else record_text(res))
