@@ -16,10 +16,11 @@ import time
 
 import pytest
 
+from moesim.runner.specs import step_spec
+from moesim.scenario import load_scenario_file
 from moesim.scenarios import resolve
 from moesim.step.loop import run_reporting, watching
 from moesim.step.run import run_step
-from moesim.step.scenario import load_step_file
 
 STEP = [sys.executable, "-m", "moesim.cli", "step", "mixtral-64xh100", "--mode", "fast",
         "--microbatches", "4"]
@@ -63,7 +64,7 @@ def test_step_progress_on_a_terminal_and_not_in_a_pipe() -> None:
 
 
 def test_watching_does_not_change_the_result() -> None:
-    spec = load_step_file(resolve("mixtral-64xh100", "steps")).spec
+    spec = step_spec(load_scenario_file(resolve("mixtral-64xh100")))
     from dataclasses import replace
 
     spec = replace(spec, microbatches=4)

@@ -52,11 +52,12 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
     spec = spec_for(scn, mode)
     if (trace_path or run_path) and not isinstance(spec, GroupSpec):
         raise ConfigError("--trace/--save-run", "written in group mode only (--mode group)")
+    label = f"{click.get_current_context().info_name} {scn.name}"  # run, or its alias step
     if isinstance(spec, GroupSpec):
-        with Ticker(f"run {scn.name} (group)", quiet):
+        with Ticker(label, quiet):
             res = run_scenario(scn, mode)
     else:
-        bar = Bar(f"run {scn.name} ({mode})", "backward pass", quiet)
+        bar = Bar(f"{label} ({mode})", "backward pass", quiet)
         with bar, watching(bar if bar.enabled else None):
             res = run_scenario(scn, mode)
     if isinstance(spec, GroupSpec):

@@ -79,7 +79,7 @@ def scenario_from_dict(data: object, default_name: str = "scenario") -> Scenario
     """Build a scenario from a mapping shaped like ``scenarios/*.yaml`` (a mapping of the old
     languages, without ``version``, is converted first, silently)."""
     if is_legacy(data):
-        data = convert(data)  # type: ignore[arg-type]
+        data = convert(data)
     top = check_keys(data, TOP_KEYS, "scenario")
     version = top.get("version")
     if version != SCENARIO_VERSION:

@@ -7,7 +7,7 @@ interleaved 1F1B with 8 virtual stages; the alltoall token dispatcher sends BF16
 (no deduplication of a token's two experts on the same rank: one copy per routed expert);
 uniform dropless routing (aux-loss balanced); 8 HGX H100 nodes on a rail-optimised fat tree
 (``rail-h100-64``). The setting is the shipped step scenario
-``scenarios/steps/mixtral-64xh100.yaml``: what ``moesim step mixtral-64xh100`` runs.
+``scenarios/mixtral-64xh100.yaml``: what ``moesim run mixtral-64xh100`` runs.
 
 The published TFLOP/s is Megatron's own count divided by the measured step time. Its
 ``num_floating_point_operations`` of that era counted the attention core *without* the causal
