@@ -16,10 +16,10 @@ from moesim.cli import main
 chakra_pb = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")  # in the dev extra
 protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
 
-SMALL = {"name": "tiny", "model": "mixtral-8x7b", "gpu": "H800",
+SMALL = {"version": 2, "name": "tiny", "model": "mixtral-8x7b", "hardware": {"gpu": "H800"},
          "fabric": {"preset": "rail-h800-64", "params": {"hosts": 1}, "multipath": "dmodk"},
-         "layout": {"tp": 2, "pp": 2, "ep": 2, "dp": 2}, "global_batch": 4, "seq_len": 256,
-         "mode": "full"}
+         "layout": {"tp": 2, "pp": 2, "ep": 2, "dp": 2},
+         "workload": {"global_batch": 4, "seq_len": 256}, "mode": "full"}
 
 
 @pytest.fixture(scope="module")

@@ -23,17 +23,25 @@ from moesim.cli.progress import Bar, Ticker, quiet_option
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON record here.")
 @trace_option
+@click.option("--chakra", "chakra_dir", type=click.Path(file_okay=False), default=None,
+              help="Full/fast mode: also write Chakra execution traces, one "
+                   "<scenario>.<rank>.et per simulated rank, into this directory "
+                   "(needs moesim[chakra]).")
 @save_run_option
 @quiet_option
 def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | None,
-        as_json: bool, out: str | None, trace_path: str | None, run_path: str | None,
-        quiet: bool) -> None:
+        as_json: bool, out: str | None, trace_path: str | None, chakra_dir: str | None,
+        run_path: str | None, quiet: bool) -> None:
     """Simulate SCENARIO (a shipped name or a YAML path) and report it: step time, breakdown,
-    and the critical path (full mode) or straggler attribution (group mode)."""
+    and the critical path (full mode) or straggler attribution (group mode). --trace writes
+    a Chrome/Perfetto trace in every mode (group: per EP rank and link; full/fast: the whole
+    step), --save-run (group) the run record that `moesim plot` draws."""
     from moesim.cli.plot import write_run_files
     from moesim.errors import ConfigError
+    from moesim.export.cli import write_exports
+    from moesim.export.record import run_recorded
     from moesim.results.summary import record_text
-    from moesim.runner.run import run_scenario
+    from moesim.runner.run import run_scenario, step_result
     from moesim.runner.specs import spec_for
     from moesim.scenario import load_scenario_file
     from moesim.scenario.schema import GroupSpec
@@ -50,18 +58,26 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
         scn = replace(scn, workload=replace(scn.workload, global_batch=microbatches * per))
     mode = mode or scn.mode
     spec = spec_for(scn, mode)
-    if (trace_path or run_path) and not isinstance(spec, GroupSpec):
-        raise ConfigError("--trace/--save-run", "written in group mode only (--mode group)")
+    if run_path and not isinstance(spec, GroupSpec):
+        raise ConfigError("--save-run", "written in group mode only (--mode group)")
+    if chakra_dir and isinstance(spec, GroupSpec):
+        raise ConfigError("--chakra", "written in full and fast mode only")
     label = f"{click.get_current_context().info_name} {scn.name}"  # run, or its alias step
     if isinstance(spec, GroupSpec):
         with Ticker(label, quiet):
             res = run_scenario(scn, mode)
     else:
         bar = Bar(f"{label} ({mode})", "backward pass", quiet)
-        with bar, watching(bar if bar.enabled else None):
-            res = run_scenario(scn, mode)
+        with bar, watching(bar if bar.enabled else None, bin_links=bool(trace_path)):
+            if trace_path or chakra_dir:
+                step, spans = run_recorded(spec, mode, scn.name)
+                res = step_result(scn, mode, step)
+            else:
+                res = run_scenario(scn, mode)
     if isinstance(spec, GroupSpec):
         write_run_files(spec, res, trace_path, run_path)
+    elif trace_path or chakra_dir:
+        write_exports(spans, res.to_dict(), trace_path, chakra_dir)
     if out:
         Path(out).write_text(res.to_json())
     click.echo(res.to_json() if as_json else record_text(res))

@@ -45,17 +45,19 @@ def _model_value(spec: DesignSpec, model: ModelConfig) -> str | dict[str, Any]:
 
 def step_scenario(spec: DesignSpec, model: ModelConfig, cand: Candidate, fabric: FabricSpec,
                   name: str = "design") -> dict[str, Any]:
-    """``cand`` as a step scenario mapping (``moesim step FILE --mode fast`` reads it)."""
+    """``cand`` as a scenario mapping of the one language (``moesim run FILE`` reads it)."""
     lay = cand.layout
     return {
-        "name": name, "model": _model_value(spec, model), "gpu": spec.gpu,
+        "version": 2, "name": name, "seed": spec.seed, "mode": "fast",
+        "model": _model_value(spec, model), "hardware": {"gpu": spec.gpu},
         "fabric": {"preset": fabric.preset, "params": dict(fabric.params),
                    "multipath": fabric.multipath, "batch_window_rel": fabric.batch_window_rel},
         "layout": {k: getattr(lay, k) for k in ("tp", "pp", "vpp", "ep", "etp", "cp", "dp")},
-        "schedule": cand.schedule, "global_batch": cand.global_batch,
-        "micro_batch_size": spec.micro_batch_size, "seq_len": spec.seq_len,
-        "compute_dtype": "fp8" if spec.precision == "fp8" else "bf16",
-        "recompute": cand.recompute, "seed": spec.seed, "mode": "fast",
+        "schedule": cand.schedule,
+        "workload": {"global_batch": cand.global_batch, "micro_batch_size": spec.micro_batch_size,
+                     "seq_len": spec.seq_len,
+                     "compute_dtype": "fp8" if spec.precision == "fp8" else "bf16",
+                     "recompute": cand.recompute},
     }
 
 

@@ -17,7 +17,7 @@ from moesim.runner.group_run import run_group
 from moesim.runner.specs import spec_for
 from moesim.scenario.schema import GroupSpec
 from moesim.scenario.spec import Scenario
-from moesim.step.run import run_step
+from moesim.step.run import StepResult, run_step
 
 
 def run_scenario(scn: Scenario, mode: str | None = None, seed: int | None = None) -> Result:
@@ -29,13 +29,18 @@ def run_scenario(scn: Scenario, mode: str | None = None, seed: int | None = None
     setting = scenario_setting(scn, mode)
     if isinstance(spec, GroupSpec):
         return run_group(spec, setting)
-    step = run_step(spec, mode=mode).to_dict()
+    return step_result(scn, mode, run_step(spec, mode=mode))
+
+
+def step_result(scn: Scenario, mode: str, result: StepResult) -> Result:
+    """The record of ``scn``'s whole step simulated in ``mode`` (full or fast)."""
+    step = result.to_dict()
     return Result(
         scenario=scn.name, seed=scn.seed, mode=mode, step_time_s=step["step_time_s"],
         tokens_per_s=step["tokens_per_s"], breakdown_s=step["breakdown_s"], mfu=step["mfu"],
         tflops_per_gpu=step["tflops_per_gpu"], last_rank=step["last_rank"],
         stage_makespan_s=step["stage_makespan_s"], critical_path=step["critical_path"],
-        engine=step["engine"], setting=setting,
+        engine=step["engine"], setting=scenario_setting(scn, mode),
     )
 
 
