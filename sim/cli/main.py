@@ -13,6 +13,7 @@ import click
 from moesim import topologies
 from moesim.cli.files import check_flag_count, check_outputs, emit
 from moesim.cli.oneline import OneLineGroup
+from moesim.cli.progress import Ticker, quiet_option
 from moesim.errors import MoesimError
 
 EXIT_BAD_INPUT = 2
