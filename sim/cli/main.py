@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from moesim import topologies
-from moesim.cli.files import check_flag_count, check_outputs, emit
+from moesim.cli.files import check_flag_count
 from moesim.cli.oneline import OneLineGroup
 from moesim.cli.progress import Ticker, quiet_option
 from moesim.errors import MoesimError

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import click
 
+from moesim.cli.files import check_flag_count, check_outputs, emit
 from moesim.cli.plot import save_run_option, trace_option
 from moesim.cli.progress import Bar, Ticker, quiet_option
 
@@ -40,24 +40,32 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
     from moesim.errors import ConfigError
     from moesim.export.cli import write_exports
     from moesim.export.record import run_recorded
+    from moesim.io import write_atomic
     from moesim.results.summary import record_text
     from moesim.runner.run import run_scenario, step_result
     from moesim.runner.specs import spec_for
     from moesim.scenario import load_scenario_file
+    from moesim.scenario.checks import check_seed
     from moesim.scenario.schema import GroupSpec
     from moesim.scenarios import resolve
     from moesim.step.loop import watching
 
-    scn = load_scenario_file(resolve(scenario))
+    path = resolve(scenario)
+    check_outputs({"--out": out, "--trace": trace_path, "--save-run": run_path}, [path])
+    check_flag_count(microbatches, "microbatches", "--microbatches")
+    scn = load_scenario_file(path)
     if seed is not None:
-        scn = replace(scn, seed=seed)
+        scn = replace(scn, seed=check_seed(seed, "--seed"))
     if microbatches is not None:
-        if microbatches < 1:
-            raise ConfigError("--microbatches", f"must be >= 1, got {microbatches}")
         per = scn.layout.dp * scn.workload.micro_batch_size
         scn = replace(scn, workload=replace(scn.workload, global_batch=microbatches * per))
     mode = mode or scn.mode
-    spec = spec_for(scn, mode)
+    try:
+        spec = spec_for(scn, mode)
+    except ConfigError as exc:  # a schedule that cannot take --microbatches names the flag
+        if microbatches is not None and exc.field.endswith("microbatches"):
+            raise ConfigError("--microbatches", exc.problem) from None
+        raise
     if run_path and not isinstance(spec, GroupSpec):
         raise ConfigError("--save-run", "written in group mode only (--mode group)")
     if chakra_dir and isinstance(spec, GroupSpec):
@@ -74,10 +82,9 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
                 res = step_result(scn, mode, step)
             else:
                 res = run_scenario(scn, mode)
-    if isinstance(spec, GroupSpec):
-        write_run_files(spec, res, trace_path, run_path)
-    elif trace_path or chakra_dir:
+    if not isinstance(spec, GroupSpec) and (trace_path or chakra_dir):
         write_exports(spans, res.to_dict(), trace_path, chakra_dir)
-    if out:
-        Path(out).write_text(res.to_json())
-    click.echo(res.to_json() if as_json else record_text(res))
+    emit(res.to_json() if as_json else record_text(res), [
+        lambda: isinstance(spec, GroupSpec) and write_run_files(spec, res, trace_path, run_path),
+        lambda: out and write_atomic(out, res.to_json(), "--out"),
+    ])
