@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from moesim.scenario.fields import check_type
+from moesim.scenario.checks import check_count
 
 LEGACY_NOTICE = "old scenario format (no version:), converted to version 2; see moesim.scenario"
 COMMON = ("name", "description", "seed", "model", "router")
@@ -77,8 +77,8 @@ def _group(data: Mapping[str, Any]) -> dict[str, Any]:
         return {"mode": "group", "fabric": fabric, "workload": old}
     wl = {**GROUP_WORKLOAD_DEFAULTS, **old}
     ep, tokens = wl.pop("ep"), wl.pop("tokens_per_rank")
-    seq = check_type(wl["seq_len"], int, "workload.seq_len")
-    if check_type(tokens, int, "workload.tokens_per_rank") % seq or tokens < seq:
+    seq = check_count(wl["seq_len"], "seq_len", "workload.seq_len")
+    if check_count(tokens, "tokens_per_rank", "workload.tokens_per_rank") % seq or tokens < seq:
         wl["tokens_per_rank"] = tokens  # part of a sequence: group mode keeps the count
     else:
         wl["micro_batch_size"] = tokens // seq

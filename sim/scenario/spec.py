@@ -27,6 +27,8 @@ its DP tail and LM head included; :func:`moesim.runner.specs.step_spec` builds i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from moesim.errors import ConfigError
@@ -40,6 +42,22 @@ from moesim.workload.costs import WIRE_DTYPES
 SCENARIO_VERSION = 2
 MODES = ("full", "fast", "group")
 GROUP_ONLY_LAYOUT = ("tp", "pp", "vpp", "cp", "etp")
+
+
+GROUP_FIELDS = {"workload.ep": "layout.ep", "workload.first_gpu": "placement.first_gpu",
+                "workload.gpu_stride": "placement.gpu_stride"}
+"""The group simulator's input names a few fields otherwise than the scenario file does."""
+
+
+@contextmanager
+def named_as_written() -> Iterator[None]:
+    """A ConfigError of the group simulator's input names the field as the file spells it."""
+    try:
+        yield
+    except ConfigError as exc:
+        if exc.field in GROUP_FIELDS:
+            raise ConfigError(GROUP_FIELDS[exc.field], exc.problem) from exc
+        raise
 
 
 @dataclass(frozen=True)
@@ -157,15 +175,16 @@ class Scenario:
                                   "only (use mode full or fast)")
         if self.schedule != "1f1b":
             raise ConfigError("schedule", "mode group replays the layers in order: 1f1b")
-        return GroupSpec(
-            name=self.name, model=self.model, gpu=self.gpu, fabric=self.fabric,
-            workload=GroupWorkload(
-                ep=lay.ep, layers=self.model.n_moe_layers if wl.layers is None else wl.layers,
-                tokens_per_rank=wl.tokens_per_rank or wl.micro_batch_size * wl.seq_len,
-                seq_len=wl.seq_len,
-                dispatch_dtype=wl.dispatch_dtype, combine_dtype=wl.combine_dtype,
-                dedup=wl.dedup, backward=wl.backward, first_gpu=self.placement.first_gpu,
-                gpu_stride=self.placement.gpu_stride),
-            router=self.router, slow_gpus=self.slow_gpus, seed=self.seed,
-            description=self.description,
-        )
+        with named_as_written():
+            return GroupSpec(
+                name=self.name, model=self.model, gpu=self.gpu, fabric=self.fabric,
+                workload=GroupWorkload(
+                    ep=lay.ep, layers=self.model.n_moe_layers if wl.layers is None else wl.layers,
+                    tokens_per_rank=wl.tokens_per_rank or wl.micro_batch_size * wl.seq_len,
+                    seq_len=wl.seq_len,
+                    dispatch_dtype=wl.dispatch_dtype, combine_dtype=wl.combine_dtype,
+                    dedup=wl.dedup, backward=wl.backward, first_gpu=self.placement.first_gpu,
+                    gpu_stride=self.placement.gpu_stride),
+                router=self.router, slow_gpus=self.slow_gpus, seed=self.seed,
+                description=self.description,
+            )

@@ -32,7 +32,6 @@ import itertools
 import json
 import math
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,7 @@ from typing import Any
 from moesim.errors import ConfigError
 from moesim.io import check_limit, read_yaml, short
 from moesim.scenario import Scenario, scenario_from_dict
-from moesim.scenario.legacy import LEGACY_NOTICE, convert, is_legacy
+from moesim.scenario.legacy import convert, is_legacy
 from moesim.sweep.paths import check_path, set_path
 
 SWEEP_KEYS = ("name", "description", "base", "set", "grid", "zip", "seeds")
@@ -171,9 +170,8 @@ def _base_mapping(base: str, root: Path | None) -> tuple[dict[str, Any], Path]:
     data = read_yaml(path, "sweep.base")
     if not isinstance(data, dict):
         raise ConfigError("sweep.base", f"{path} is not a scenario mapping")
-    if is_legacy(data):  # an old-language base: the axes address the one language
-        print(f"moesim: {path}: {LEGACY_NOTICE}", file=sys.stderr)
-        data = convert(data)
+    if is_legacy(data):  # an old-language base, converted (silently: the sweep's own notice
+        data = convert(data)  # would be a second line beside any error); axes may use old paths
     data.setdefault("name", path.stem)
     return data, path
 
