@@ -120,7 +120,10 @@ def workload_from_dict(value: object) -> Workload:
     for key in ("micro_batch_size", "seq_len"):
         if key in data:
             check_count(data[key], key, f"workload.{key}")
-    return dataclasses.replace(build_plain(Workload, data, "workload"), **optional)
+    workload = dataclasses.replace(build_plain(Workload, data, "workload"), **optional)
+    check_limit("microbatch_tokens", workload.micro_batch_size * workload.seq_len,
+                "workload.micro_batch_size")
+    return workload
 
 
 def _placement(value: object) -> Placement:
