@@ -39,13 +39,6 @@ FLOORS: dict[int, tuple[str, ...]] = {
 PLOTS_IMPORTERS = ("cli",)
 """The only packages that may import ``moesim.plots``, and only inside functions."""
 
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-}
-"""Upward imports (importer module, imported module) still being moved, with the engineer
-moving them. New entries are not welcome: fix the import instead."""
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-}
-"""Module circles still being broken, with the engineer breaking them."""
 
 
 def _folders() -> dict[str, Path]:
@@ -143,19 +136,16 @@ def test_every_package_has_one_floor() -> None:
 
 
 def test_no_module_imports_itself_round_a_circle() -> None:
-    found = {frozenset(c) for c in circles(import_edges())}
-    assert found - set(KNOWN_CYCLES) == set(), "new import circle(s)"
+    assert circles(import_edges()) == []
 
 
 def test_no_package_imports_itself_round_a_circle() -> None:
     pairs = {(package(a), package(b)) for a, b in import_edges() if package(a) != package(b)}
-    allowed = {(package(a), package(b)) for a, b in KNOWN_UPWARD}
-    assert circles(pairs - allowed) == []
+    assert circles(pairs) == []
 
 
 def test_every_import_points_down() -> None:
-    upward = upward_imports(import_edges())
-    assert [e for e in upward if e not in KNOWN_UPWARD] == []
+    assert upward_imports(import_edges()) == []
 
 
 def test_plots_only_from_the_cli_and_lazily() -> None:
@@ -213,13 +203,9 @@ def test_every_module_is_reached_from_an_entry_point() -> None:
     assert "moesim.engine.late" not in reached(["moesim.errors"], eager)
 
 
-KNOWN_LONG: dict[str, str] = {}
-"""Modules over the limit still being split, with the engineer splitting them."""
-
-
 def test_no_module_over_350_lines() -> None:
     files = [p for folder in SIZE_CHECKED for p in (ROOT / folder).rglob("*.py")]
     assert len(files) > 150
     long = {str(p.relative_to(ROOT)): n for p in files
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert set(long) - set(KNOWN_LONG) == set()
+    assert long == {}
