@@ -7,6 +7,8 @@ import errno
 import json
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,5 +131,18 @@ def test_a_result_that_cannot_be_written_is_still_printed(
                                     str(tmp_path / "r.json")])
     assert res.exit_code == 2
     assert json.loads(res.stdout)["step_time_s"] > 0
-    assert res.stderr.startswith("moesim: --out: cannot write") and "No space" in res.stderr
+    last = res.stderr.splitlines()[-1]  # after the old-format notice of a run that answered
+    assert last.startswith("moesim: --out: cannot write") and "No space" in last
     assert not (tmp_path / "r.json").exists()
+
+
+def test_an_old_format_file_with_a_bad_value_still_gets_one_line(tmp_path: Path) -> None:
+    """The old-format notice is shown once the run answers; an error stays the only line."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({**SCENARIO, "fabric": {"preset": "hgx-h100", "faults": [
+        {"link": ["gpu0", "nowhere"], "kind": "down"}]}}))
+    res = subprocess.run([sys.executable, "-m", "moesim.cli", "run", str(scenario)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 2
+    assert res.stderr.splitlines() == [res.stderr.strip()], res.stderr
+    assert res.stderr.startswith("moesim: fabric.faults[0].link: ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 
 import click
@@ -53,7 +54,8 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
     path = resolve(scenario)
     check_outputs({"--out": out, "--trace": trace_path, "--save-run": run_path}, [path])
     check_flag_count(microbatches, "microbatches", "--microbatches")
-    scn = load_scenario_file(path)
+    notice = io.StringIO()  # an old-format notice: shown once the run answers, so that an
+    scn = load_scenario_file(path, notice=notice)  # error stays the one line on stderr
     if seed is not None:
         scn = replace(scn, seed=check_seed(seed, "--seed"))
     if microbatches is not None:
@@ -84,6 +86,8 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
                 res = run_scenario(scn, mode)
     if not isinstance(spec, GroupSpec) and (trace_path or chakra_dir):
         write_exports(spans, res.to_dict(), trace_path, chakra_dir)
+    if notice.getvalue():
+        click.echo(notice.getvalue().rstrip("\n"), err=True)
     emit(res.to_json() if as_json else record_text(res), [
         lambda: isinstance(spec, GroupSpec) and write_run_files(spec, res, trace_path, run_path),
         lambda: out and write_atomic(out, res.to_json(), "--out"),
