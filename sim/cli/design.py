@@ -40,12 +40,13 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--model", default="moe-1t", show_default=True,
                      help="Preset name or path to a Hugging Face config.json."),
         click.option("--gpus", type=int, default=None,
-                     help="Pin the GPU count (default: size the cluster for the goal)."),
+                     help="Pin the GPU count, whole hosts (8) or NVL72 racks (72) (default: "
+                          "size the cluster for the goal)."),
         click.option("--gpu", default="H200", show_default=True,
-                     help="H100, H200 or B200 (HGX hosts of 8)."),
+                     help="H100, H200, B200 (HGX hosts of 8) or GB200 (NVL72 racks)."),
         click.option("--fabric", default="auto", show_default=True,
-                     help="auto (a rail fat tree built for the count), a preset name, or a "
-                          "YAML file holding a fabric: mapping."),
+                     help="auto (a rail fat tree, or NVL72 racks, built for the count), a "
+                          "preset name, or a topology YAML file (builder + params)."),
         click.option("--nic-gbit", type=int, default=400, show_default=True,
                      help="NIC line rate for --fabric auto (200, 400, 800)."),
         click.option("--oversubscription", type=float, default=1.0, show_default=True,

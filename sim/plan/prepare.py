@@ -116,7 +116,8 @@ def _closest(cands: list[Candidate]) -> str:
     if not with_mem:
         return cands[0].reason if cands else "no layout divides it"
     c = min(with_mem, key=lambda c: c.memory.total_bytes)  # type: ignore[union-attr]
-    return f"closest {c.name}: {c.reason}"
+    need = c.memory.total_gib if c.memory else 0.0
+    return f"the closest, {c.name}, needs {need:.0f} GiB per GPU"
 
 
 def no_fit(model: ModelConfig, gpu: GpuSpec, prep: Prepared) -> ConfigError:
