@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from moesim.errors import ConfigError
-from moesim.io import read_json, short
+from moesim.io import load_json_text, read_text, short
 
 FORMATS = (".png", ".svg")
 RUN_FORMAT = "moesim-run/1"
@@ -29,9 +29,16 @@ CAUSE_COLORS = {
 }
 
 
+RECORD_BYTES = 1 << 28
+"""Size bound of a saved run record: larger than a user's input file (moesim.io's file_bytes,
+1 MiB), since moesim writes these itself with every span and link sample (the 32-rank
+gallery fault case: 2.0 MB); 256 MiB keeps a stray file from filling memory."""
+
+
 def load_json(path: str | Path) -> dict[str, Any]:
-    """A saved run or result record (read within moesim's input limits)."""
-    data = read_json(path, "results")
+    """A saved run or result record (UTF-8 JSON, depth-limited, at most RECORD_BYTES)."""
+    data = load_json_text(read_text(path, "results", max_bytes=RECORD_BYTES), "results",
+                          short(str(path)))
     if not isinstance(data, dict):
         raise ConfigError("results", f"{short(str(path))} is not a JSON object (a run or "
                           "result record)")

@@ -84,7 +84,7 @@ def build_gallery(out: str | Path, cases: Sequence[str] = CASES, sweeps: bool = 
         log(f"{name}: {time.perf_counter() - t0:.1f} s")
     if sweeps:
         run_sweeps(root, jobs, log)
-    return draw_gallery(root, cases)
+    return draw_gallery(root, sorted(cases))  # the order a redraw from the files takes
 
 
 @click.command("gallery")
