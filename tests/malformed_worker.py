@@ -16,6 +16,7 @@ import resource
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -73,12 +74,20 @@ def run_case(case: Case, root: Path) -> dict[str, object]:
     signal.signal(signal.SIGALRM, _alarm)
     os.chdir(folder)
     start = time.monotonic()
+    leaked = tempfile.TemporaryFile()  # noqa: SIM115 - fd 2 too: an import-bound stream
+    saved_fd = os.dup(2)
+    os.dup2(leaked.fileno(), 2)
     signal.alarm(TIMEOUT_S)
     try:
         res = CliRunner().invoke(main, argv, catch_exceptions=True)
     finally:
         signal.alarm(0)
+        sys.__stderr__.flush()
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
     seconds = time.monotonic() - start
+    leaked.seek(0)
+    stray = leaked.read().decode("utf-8", "replace")
     after = snapshot(folder)
     exc = res.exception
     trace = ""
@@ -89,7 +98,7 @@ def run_case(case: Case, root: Path) -> dict[str, object]:
     return {
         "id": case.id,
         "exit_code": res.exit_code,
-        "stderr": res.stderr,
+        "stderr": stray + res.stderr,
         "seconds": seconds,
         "stdout_tail": res.stdout[-300:],
         "traceback": trace,
