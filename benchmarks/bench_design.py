@@ -23,6 +23,8 @@ Measured (shared 2-core machine, 7 engineers; load 5-14; -j 2):
 * 13:03, the same after the step began to run the memory plan's recompute (fid) and the tasks
   are submitted longest first: 16 simulated (median 7.1 s, max 16.4 s), 69.6 s (load 11-12),
   chosen step 11.49 s (full recompute simulated; 9.19 s before).
+* 13:35, the defaults after fast mode's fused TP rings (issue 15, 13:16): sized to 1,536 GPUs
+  in 12.1 s, then 0 of 16 candidates simulated by 600 s (stopped; load 8-9).
 * 12:27, the defaults: sized to 1,280 GPUs in 15.3 s (3 counts estimated), then 1 of 16
   candidates simulated after 629 s; stopped at ``--max-wall-s 1200``. The top 16 by estimate
   are mostly tp2/tp4/cp2 layouts with ~410 micro-batches, whose TP/CP collectives fast mode
