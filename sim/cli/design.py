@@ -66,9 +66,10 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Candidates simulated at most."),
         click.option("--routing-draws", type=int, default=1, show_default=True,
                      help="Distinct router draws in fast mode (0: every MoE layer)."),
-        click.option("--max-tp", type=int, default=8, show_default=True,
-                     help="Search tensor parallelism up to this degree."),
-        click.option("--max-cp", type=int, default=2, show_default=True,
+        click.option("--max-tp", type=int, default=1, show_default=True,
+                     help="Search tensor parallelism up to this degree (TP>1 candidates "
+                          "take minutes each in fast mode)."),
+        click.option("--max-cp", type=int, default=1, show_default=True,
                      help="Search context parallelism up to this degree."),
         click.option("--prices", type=click.Path(dir_okay=False), default=None,
                      help="YAML file overriding the bill of materials' price table."),
