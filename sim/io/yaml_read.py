@@ -26,7 +26,7 @@ from moesim.io.limits import LIMITS
 from moesim.io.quote import short
 from moesim.io.read import read_text
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_safe_loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # never the full Loader
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
@@ -40,7 +40,7 @@ def load_yaml_text(text: str, what: str, name: str = "the file") -> object:
     """Parse ``text`` (checked as described in the module docstring)."""
     try:
         check_yaml_events(text, what, name)
-        return yaml.load(text, Loader=_Loader)
+        return yaml.load(text, Loader=_safe_loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -57,7 +57,7 @@ def check_yaml_events(text: str, what: str, name: str) -> None:
     sizes: dict[str, int] = {}
     stack: list[tuple[str | None, int]] = []  # open collections: (anchor, nodes so far)
     aliases = total = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=_safe_loader):
         size = 0
         if isinstance(event, yaml.AliasEvent):
             aliases += 1
