@@ -32,7 +32,8 @@ def run_on_pty(args: list[str], deadline_s: float = 600.0) -> tuple[int, str, st
     main_fd, tty_fd = pty.openpty()
     fcntl.ioctl(tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=tty_fd, text=True)
+        env = {**os.environ, "MOESIM_PROGRESS_DELAY_S": "0"}  # a bar however fast the machine
+        proc = subprocess.Popen(args, stdout=out, stderr=tty_fd, text=True, env=env)
         os.close(tty_fd)
         seen, start = b"", time.monotonic()
         while time.monotonic() - start < deadline_s:
