@@ -159,15 +159,9 @@ def test_a2a_estimate_against_the_engine(kind: str, preset: str) -> None:
     assert exact * 0.85 < timer.time_s(size, stagger) <= exact * (1 + 1e-3)
 
 
-@pytest.mark.parametrize("dense, expert", [(5e7, 0.0), (0.0, 2e8), (5e7, 2e8)])
-def test_ring_estimate_against_the_engine(dense: float, expert: float) -> None:
-    """Every DP and EDP ring of stage 0 reduce-scatters at once; rank 0's finish times.
-    Alone: within 1 %; the EDP ring (the larger) with the DP ring beside it: within 1 %, and so
-    is the end of both (what a rank waits for). The DP ring beside it ends about 2x sooner in
-    the estimate: the estimate queues the two rings per link (FIFO, the smaller first), the
-    engine shares each link fairly between one chunk of each ring for the DP ring's whole
-    life (ring ranks send one chunk at a time, in order). Fast(phases="fabric") does not
-    make that error (test_ring_phases_against_the_engine)."""
+def _engine_ring_reduce_scatters(dense: float, expert: float) -> tuple[GraphIndex, dict]:  # type: ignore[type-arg]
+    """Every DP and EDP ring of stage 0 reduce-scatters at once in the engine, chunk by chunk:
+    the fabric index and rank 0's done event per ring kind."""
     idx = GraphIndex(build_graph(RAIL32), RAIL32, "H100")
     env = simpy.Environment()
     net = FlowNetwork(env, idx.whole(), record_timeline=False)
@@ -179,6 +173,19 @@ def test_ring_estimate_against_the_engine(dense: float, expert: float) -> None:
                 if 0 in g:
                     done[kind] = ring.rank_done[g.index(0)]
     env.run()
+    return idx, done
+
+
+@pytest.mark.parametrize("dense, expert", [(5e7, 0.0), (0.0, 2e8), (5e7, 2e8)])
+def test_ring_estimate_against_the_engine(dense: float, expert: float) -> None:
+    """Every DP and EDP ring of stage 0 reduce-scatters at once; rank 0's finish times.
+    Alone: within 1 %; the EDP ring (the larger) with the DP ring beside it: within 1 %, and so
+    is the end of both (what a rank waits for). The DP ring beside it ends about 2x sooner in
+    the estimate: the estimate queues the two rings per link (FIFO, the smaller first), the
+    engine shares each link fairly between one chunk of each ring for the DP ring's whole
+    life (ring ranks send one chunk at a time, in order). Fast(phases="fabric") does not
+    make that error (test_ring_phases_against_the_engine)."""
+    idx, done = _engine_ring_reduce_scatters(dense, expert)
     est_env = simpy.Environment()
     rp = ring_pairs([0, 1, 2, 3], LAYOUT.group_of)
     timer = HostRingTimer(est_env, idx.router(rp.ends), rp)
@@ -219,17 +226,7 @@ def test_ring_phases_against_the_engine(dense: float, expert: float) -> None:
     RingPhases runs each ring edge as one flow of its (n - 1) / n share: rank 0's finish
     times within 1.5 %, the DP ring beside the EDP ring included (both share the links
     fairly in both models)."""
-    idx = GraphIndex(build_graph(RAIL32), RAIL32, "H100")
-    env = simpy.Environment()
-    net = FlowNetwork(env, idx.whole(), record_timeline=False)
-    done = {}
-    for kind, size in (("dp", dense), ("edp", expert)):
-        if size:
-            for g in {LAYOUT.group_of(kind, r) for r in range(16)}:
-                ring = ring_reduce_scatter(net, g, size)
-                if 0 in g:
-                    done[kind] = ring.rank_done[g.index(0)]
-    env.run()
+    idx, done = _engine_ring_reduce_scatters(dense, expert)
     ph_env = simpy.Environment()
     ph_net = FlowNetwork(ph_env, CopiesRouter(idx.whole(), np.zeros((1, 0), dtype=np.int64)),
                          record_timeline=False)
