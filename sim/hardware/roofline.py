@@ -206,6 +206,38 @@ grouped_gemm_backward_time_s = partial(grouped_gemm_time_s, backward=True)
 """:func:`grouped_gemm_time_s` with ``backward=True``."""
 
 
+def grouped_gemm_rows_time_s(
+    gpu: GpuSpec,
+    tokens_per_expert: ArrayLike,
+    k: float,
+    n: float,
+    dtype: str = "bf16",
+    slowdown: ArrayLike = 1.0,
+    *,
+    backward: bool = False,
+) -> FloatArray:
+    """:func:`grouped_gemm_time_s` of each row of ``tokens_per_expert`` [ranks, local experts]
+    (one rank's grouped GEMM a row, at that rank's ``slowdown``), in one vectorised pass: the
+    same value per row, bit for bit (the same float operations in the same order)."""
+    dtype = check_dtype(dtype)
+    m = dim("grouped_gemm.tokens_per_expert", tokens_per_expert)
+    if m.ndim != 2:
+        raise ConfigError("grouped_gemm.tokens_per_expert",
+                          f"must be 2-D (ranks x local experts), got shape {m.shape}")
+    slow = np.broadcast_to(np.asarray(slowdown, dtype=np.float64), m.shape[:1])
+    for value in np.unique(slow):
+        check_slowdown(float(value))
+    k_, n_ = dim("grouped_gemm.k", k), dim("grouped_gemm.n", n)
+
+    def kernel(terms: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
+        flops, padded, moved = (t.sum(axis=1) for t in terms)
+        return _kernel_s(gpu, flops, padded, moved, dtype) * slow
+
+    if not backward:
+        return kernel(_gemm_terms(m, n_, k_, dtype))
+    return kernel(_gemm_terms(m, k_, n_, dtype)) + kernel(_gemm_terms(k_, n_, m, dtype))
+
+
 def memory_bound_time_s(gpu: GpuSpec, bytes_moved: ArrayLike, slowdown: float = 1.0) -> TimeS:
     """An elementwise kernel (permute, norm, activation) that reads+writes ``bytes_moved``
     bytes of HBM in total; 0 when it moves nothing."""

@@ -17,6 +17,7 @@ are ``1/cp`` of the sequence's.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from moesim.hardware import (
     grouped_gemm_time_s,
     memory_bound_time_s,
 )
+from moesim.hardware.roofline import grouped_gemm_rows_time_s
 from moesim.model import ModelConfig
 from moesim.model.accounting import attention_matmul_params
 from moesim.router import RoutingResult
@@ -145,6 +147,49 @@ def experts_s(
     return float(t + (2 if backward else 1) * act)
 
 
+def experts_ranks_s(
+    shape: LayerShape, gpu: GpuSpec, local_load: np.ndarray, slowdown: np.ndarray,
+    backward: bool,
+) -> np.ndarray:
+    """:func:`experts_s` of every row of ``local_load`` [ranks, local experts] at that rank's
+    ``slowdown``, vectorised over ranks: the same values bit for bit (same float operations in
+    the same order)."""
+    model, h, dt = shape.model, shape.hidden, shape.compute_dtype
+    ffn = model.moe_intermediate_size // shape.etp
+    local_load = local_load * shape.etp
+    up_n = (2 if model.gated_ffn else 1) * ffn
+    slow = np.asarray(slowdown, dtype=float)
+    grouped = partial(grouped_gemm_rows_time_s, backward=backward)
+    t = grouped(gpu, local_load, h, up_n, dt, slow) + grouped(gpu, local_load, ffn, h, dt, slow)
+    if model.n_shared_experts and shape.tp == 1:  # tp = 1: on the rank's own tokens
+        sffn = model.shared_expert_intermediate_size * model.n_shared_experts
+        values, which = np.unique(slow, return_inverse=True)
+        t += np.array([ffn_s(shape, gpu, sffn, float(v), backward) for v in values])[which]
+    moved = 3.0 * local_load.sum(axis=1).astype(float) * ffn * BF16_BYTES
+    act = memory_bound_time_s(gpu, moved, 1.0) * slow
+    return t + (2 if backward else 1) * act
+
+
+def _experts_by_rank(
+    shape: LayerShape, gpu: GpuSpec, routing: RoutingResult, slowdown: np.ndarray,
+    backward: bool,
+) -> np.ndarray:
+    """:func:`experts_ranks_s` of every EP rank of ``routing``; ranks grouped by how many
+    experts they host (one vectorised pass per group; usually one)."""
+    n = routing.n_ranks
+    load, host = routing.expert_load(), routing.expert_to_rank
+    order = np.argsort(host, kind="stable")  # experts by rank, ascending ids within a rank
+    counts = np.bincount(host, minlength=n)
+    starts = np.cumsum(counts) - counts
+    out = np.empty(n)
+    slow = np.asarray(slowdown, dtype=float)[:n]
+    for count in np.unique(counts):
+        ranks = np.flatnonzero(counts == count)
+        ids = order[starts[ranks][:, None] + np.arange(count)[None, :]]
+        out[ranks] = experts_ranks_s(shape, gpu, load[ids], slow[ranks], backward)
+    return out
+
+
 def unpermute_s(shape: LayerShape, gpu: GpuSpec, slowdown: float) -> float:
     """Weighted sum of the returned token copies back into token order."""
     return float(memory_bound_time_s(gpu, permute_bytes(shape), slowdown))
@@ -155,12 +200,6 @@ def layer_costs(
 ) -> LayerCosts:
     """Costs of every op on every EP rank for one routed layer."""
     n = routing.n_ranks
-    load = routing.expert_load()
-    per_rank = [load[routing.experts_on(r)] for r in range(n)]
-
-    def each(fn: object) -> np.ndarray:
-        return np.array([fn(r) for r in range(n)])  # type: ignore[operator]
-
     slow, which = np.unique(np.asarray(slowdown, dtype=float)[:n], return_inverse=True)
 
     def per_slowdown(fn: object) -> np.ndarray:
@@ -170,9 +209,9 @@ def layer_costs(
     costs = LayerCosts(
         attn_fwd=per_slowdown(lambda s: attention_block_s(shape, gpu, s, False)),
         router=per_slowdown(lambda s: router_s(shape, gpu, s)),
-        experts_fwd=each(lambda r: experts_s(shape, gpu, per_rank[r], float(slowdown[r]), False)),
+        experts_fwd=_experts_by_rank(shape, gpu, routing, slowdown, False),
         unpermute=per_slowdown(lambda s: unpermute_s(shape, gpu, s)),
         attn_bwd=per_slowdown(lambda s: attention_block_s(shape, gpu, s, True)),
-        experts_bwd=each(lambda r: experts_s(shape, gpu, per_rank[r], float(slowdown[r]), True)),
+        experts_bwd=_experts_by_rank(shape, gpu, routing, slowdown, True),
     )
     return with_elementwise(costs, shape, gpu, slowdown)  # rotary, permute bwd (see there)
