@@ -62,6 +62,17 @@ OPTIMIZER_BYTES = OPTIMIZER_STATE_BYTES_PER_PARAM  # moesim.calibration
 SCHEDULES = ("1f1b", "interleaved", "dualpipe")
 
 
+class _InGib:
+    """A read-only ``*_gib`` attribute: the byte count ``bytes_attr`` in GiB (2**30 bytes)."""
+
+    def __init__(self, bytes_attr: str) -> None:
+        self.bytes_attr = bytes_attr
+
+    def __get__(self, obj: object, owner: type | None = None) -> float:
+        size_bytes: float = getattr(obj, self.bytes_attr)
+        return size_bytes / GIB
+
+
 @dataclass(frozen=True)
 class MemoryBudget:
     """Bytes per GPU on the worst pipeline stage (``stage``)."""
@@ -85,29 +96,12 @@ class MemoryBudget:
     def params_per_gpu(self) -> float:
         return self.params_per_gpu_dense + self.params_per_gpu_expert
 
-    @property
-    def weights_gib(self) -> float:
-        return self.weights_bytes / GIB
-
-    @property
-    def grads_gib(self) -> float:
-        return self.grads_bytes / GIB
-
-    @property
-    def optimizer_gib(self) -> float:
-        return self.optimizer_bytes / GIB
-
-    @property
-    def activations_gib(self) -> float:
-        return self.activations_bytes / GIB
-
-    @property
-    def buffers_gib(self) -> float:
-        return self.buffers_bytes / GIB
-
-    @property
-    def total_gib(self) -> float:
-        return self.total_bytes / GIB
+    weights_gib = _InGib("weights_bytes")
+    grads_gib = _InGib("grads_bytes")
+    optimizer_gib = _InGib("optimizer_bytes")
+    activations_gib = _InGib("activations_bytes")
+    buffers_gib = _InGib("buffers_bytes")
+    total_gib = _InGib("total_bytes")
 
 
 @dataclass(frozen=True)
