@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from moesim.errors import ConfigError
 from moesim.router.placement import placement_names
-from moesim.router.popularity import popularity_names
+from moesim.router.popularity import PopularityKnobs, popularity_names
 from moesim.router.streams import check_index
 
 RESAMPLE_MODES = ("per_layer", "per_microbatch")
@@ -42,25 +42,13 @@ def _check_choice(field: str, value: object, allowed: tuple[str, ...]) -> None:
 
 
 @dataclass(frozen=True)
-class RouterConfig:
-    """How tokens pick experts. Validated when built; see the module docstring for sources."""
+class RouterConfig(PopularityKnobs):
+    """How tokens pick experts. Validated when built; see the module docstring for sources.
 
-    kind: str = "uniform"
-    """Popularity model by registry name: uniform, zipf, hot, dirichlet, force_balanced, ..."""
-    alpha: float = 1.0
-    """zipf: p_e ~ 1 / r_e^alpha over a random per-layer ranking r (>= 0; 0 == uniform)."""
-    hot_experts: int = 1
-    """hot: how many hot experts (>= 1, <= n_experts)."""
-    hot_factor: float = 4.0
-    """hot: popularity multiplier of each hot expert (>= 1)."""
-    concentration: float = 1.0
-    """dirichlet: p ~ Dirichlet(concentration) (> 0; small = skewed)."""
-    bias_std: float = 0.0
-    """force_biased: Megatron --moe-router-force-biased; > 0 new bias per forward, < 0 per layer."""
-    resample: str = "per_layer"
-    """per_layer: popularity fixed per layer; per_microbatch: redrawn per (layer, mb, step)."""
-    drift_steps: int = 0
-    """per_layer only: 0 = fixed; N > 0 = popularity glides to a fresh draw every N steps."""
+    Its first fields are the popularity knobs (:class:`moesim.router.popularity.PopularityKnobs`:
+    kind, alpha, hot_experts, hot_factor, concentration, bias_std, resample, drift_steps).
+    """
+
     capacity_factor: float | None = None
     """None = dropless; else drop assignments over ceil(cf x tokens x top_k / experts) per rank."""
     placement: str = "contiguous"

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -40,26 +39,28 @@ from moesim.errors import ConfigError
 from moesim.router.streams import TAG_POPULARITY_LAYER, TAG_POPULARITY_MICROBATCH, stream
 
 
-class PopularityKnobs(Protocol):
-    """The router settings a popularity model reads (:class:`moesim.router.RouterConfig` has
-    them); declared here so this module sits below the config that validates against it."""
+@dataclass(frozen=True)
+class PopularityKnobs:
+    """The router settings a popularity model reads, declared once here:
+    :class:`moesim.router.RouterConfig` extends (and validates) them, so this module sits below
+    the config."""
 
-    @property
-    def kind(self) -> str: ...
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def hot_experts(self) -> int: ...
-    @property
-    def hot_factor(self) -> float: ...
-    @property
-    def concentration(self) -> float: ...
-    @property
-    def bias_std(self) -> float: ...
-    @property
-    def resample(self) -> str: ...
-    @property
-    def drift_steps(self) -> int: ...
+    kind: str = "uniform"
+    """Popularity model by registry name: uniform, zipf, hot, dirichlet, force_balanced, ..."""
+    alpha: float = 1.0
+    """zipf: p_e ~ 1 / r_e^alpha over a random per-layer ranking r (>= 0; 0 == uniform)."""
+    hot_experts: int = 1
+    """hot: how many hot experts (>= 1, <= n_experts)."""
+    hot_factor: float = 4.0
+    """hot: popularity multiplier of each hot expert (>= 1)."""
+    concentration: float = 1.0
+    """dirichlet: p ~ Dirichlet(concentration) (> 0; small = skewed)."""
+    bias_std: float = 0.0
+    """force_biased: Megatron --moe-router-force-biased; > 0 new bias per forward, < 0 per layer."""
+    resample: str = "per_layer"
+    """per_layer: popularity fixed per layer; per_microbatch: redrawn per (layer, mb, step)."""
+    drift_steps: int = 0
+    """per_layer only: 0 = fixed; N > 0 = popularity glides to a fresh draw every N steps."""
 
 
 P_FLOOR_REL = 1e-12
