@@ -42,29 +42,21 @@ from functools import partial
 import numpy as np
 from numpy.typing import ArrayLike
 
-from moesim.calibration import (
-    GEMM_MIN_ROWS,
-    GEMM_SPLIT_K_MIN,
-    GEMM_TILE_M,
-    GEMM_TILE_N,
-    HBM_ACHIEVABLE_FRACTION,
-    KERNEL_LAUNCH_OVERHEAD_S,
-    sustained_fraction,
-)
+from moesim.calibration import kernels
 from moesim.errors import ConfigError
 from moesim.hardware._arrays import FloatArray, TimeS, check_slowdown, dim, shaped
 from moesim.hardware.dtypes import OUTPUT_BYTES, check_dtype, input_bytes
 from moesim.hardware.gpus import TFLOPS, GpuSpec
 
 #: FLOPs of the smallest work unit one SM takes (tile x minimal K slice).
-UNIT_FLOPS = 2.0 * GEMM_TILE_M * GEMM_TILE_N * GEMM_SPLIT_K_MIN
+UNIT_FLOPS = 2.0 * kernels.GEMM_TILE_M * kernels.GEMM_TILE_N * kernels.GEMM_SPLIT_K_MIN
 
 
 # ---- the pieces of one kernel ----------------------------------------------------------
 
 
 def _padded_rows(m: FloatArray) -> FloatArray:
-    return np.where(m > 0, np.maximum(m, GEMM_MIN_ROWS), 0.0)
+    return np.where(m > 0, np.maximum(m, kernels.GEMM_MIN_ROWS), 0.0)
 
 
 def _gemm_terms(
@@ -88,14 +80,14 @@ def _compute_s(gpu: GpuSpec, padded_flops: FloatArray, dtype: str) -> FloatArray
 
 
 def _hbm_s(gpu: GpuSpec, bytes_moved: FloatArray) -> FloatArray:
-    return bytes_moved / (gpu.hbm_bw_bytes_per_s * HBM_ACHIEVABLE_FRACTION)
+    return bytes_moved / (gpu.hbm_bw_bytes_per_s * kernels.HBM_ACHIEVABLE_FRACTION)
 
 
 def _kernel_s(
     gpu: GpuSpec, flops: FloatArray, padded: FloatArray, moved: FloatArray, dtype: str
 ) -> FloatArray:
     run = np.maximum(_compute_s(gpu, padded, dtype), _hbm_s(gpu, moved))
-    return np.where(flops > 0, run + KERNEL_LAUNCH_OVERHEAD_S, 0.0)
+    return np.where(flops > 0, run + kernels.KERNEL_LAUNCH_OVERHEAD_S, 0.0)
 
 
 # ---- public API ------------------------------------------------------------------------
@@ -108,7 +100,7 @@ def sustained_tflops(gpu: GpuSpec, dtype: str = "bf16") -> float:
     >>> round(sustained_tflops(H100), 1)
     673.7
     """
-    return gpu.mamf_tflops(dtype) * sustained_fraction(gpu.name)
+    return gpu.mamf_tflops(dtype) * kernels.sustained_fraction(gpu.name)
 
 
 
@@ -123,7 +115,7 @@ def gemm_efficiency(
     """Achieved / peak FLOP rate of the GEMM's compute phase (see the module docstring)."""
     dtype = check_dtype(dtype)
     m_, n_, k_ = dim("gemm.m", m), dim("gemm.n", n), dim("gemm.k", k)
-    row_use = np.minimum(1.0, m_ / GEMM_MIN_ROWS)
+    row_use = np.minimum(1.0, m_ / kernels.GEMM_MIN_ROWS)
     padded = 2.0 * _padded_rows(m_) * n_ * k_
     eff = sustained_tflops(gpu, dtype) / gpu.peak_tflops(dtype) * row_use * _sm_fill(gpu, padded)
     return shaped(np.where(padded > 0, eff, 0.0))
@@ -243,5 +235,5 @@ def memory_bound_time_s(gpu: GpuSpec, bytes_moved: ArrayLike, slowdown: float = 
     bytes of HBM in total; 0 when it moves nothing."""
     slow = check_slowdown(slowdown)
     moved = dim("bytes_moved", bytes_moved)
-    t = np.where(moved > 0, _hbm_s(gpu, moved) + KERNEL_LAUNCH_OVERHEAD_S, 0.0)
+    t = np.where(moved > 0, _hbm_s(gpu, moved) + kernels.KERNEL_LAUNCH_OVERHEAD_S, 0.0)
     return shaped(t * slow)
