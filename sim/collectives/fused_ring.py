@@ -80,12 +80,26 @@ def ring_ends_s(start_s: np.ndarray, chunk_s: np.ndarray, latency_s: np.ndarray)
     """When each rank of a ring has received all ``n - 1`` steps (module docstring's recursion;
     ``chunk_s[r]``, ``latency_s[r]``: edge ``r -> r + 1``). Vectorised over ranks, a loop over
     the ``n - 1`` steps."""
-    n = start_s.size
-    pred = np.roll(np.arange(n), 1)
-    send = start_s.copy()  # step 0
+    return ring_schedule_s(start_s, chunk_s, latency_s)[0]
+
+
+def ring_schedule_s(start_s: np.ndarray, chunk_s: np.ndarray, latency_s: np.ndarray,
+                    pred: np.ndarray | None = None, n: int | None = None,
+                    first_send_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`ring_ends_s`, when each edge ``r -> r + 1`` drains its last chunk): edge ``r``
+    carries the ring's chunks from ``start_s[r]`` to that drain, one at a time. ``pred`` and
+    ``n``: several disjoint rings of ``n`` ranks at once (``pred[r]``: the rank that sends
+    to ``r``); default one ring in array order. ``first_send_s``: when each rank sends its
+    first chunk, if later than its start (its link still busy)."""
+    if pred is None:
+        n = start_s.size
+        pred = np.roll(np.arange(n), 1)
+    assert n is not None
+    send = (start_s if first_send_s is None else first_send_s).copy()  # step 0
     recv = np.zeros(n)
+    drain = send.copy()
     for _ in range(n - 1):  # step s = 0 .. n - 2
         drain = send + chunk_s
         recv = (drain + latency_s)[pred]  # rank r receives step s from rank r - 1
         send = np.maximum(drain, recv)  # step + 1: own chunk drained, step received
-    return np.maximum(recv, start_s)
+    return np.maximum(recv, start_s), drain

@@ -71,6 +71,7 @@ from moesim.parallel.layout import ParallelLayout
 from moesim.router import RoutingResult
 from moesim.schedule.ops import ScheduleOps
 from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
+from moesim.step.fused_layer import FusedLayer, LinkClock, NotAlone, StageGroups
 from moesim.step.groups import ring_group
 from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan, route_layer
 from moesim.step.simulate import simulate_ranks
@@ -114,6 +115,10 @@ class FastState(StepState):
 
     index: GraphIndex = field(kw_only=True)
     fuse_tp: bool = field(default=False, kw_only=True)  # tp_ring in closed form
+    fuse_layers: bool = field(default=False, kw_only=True)  # TP / CP layers: fused_layer
+    link_clock: LinkClock | None = None  # their NVLink transfers (moesim.step.fused_layer)
+    stages: dict[int, StageGroups] = field(default_factory=dict)  # pp -> its members
+    layer_groups: dict[tuple[int, int, int, bool], FusedLayer] = field(default_factory=dict)
     ring_edges: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict)  # TP / ETP group -> fused_ring.ring_edges
     a2a_timers: dict[int, A2ATimer] = field(default_factory=dict)
@@ -190,6 +195,32 @@ class FastState(StepState):
             return FusedRing(self.env, edges, members, size_bytes)
         return super().tp_ring(members, size_bytes, kind)
 
+    def fused_layer(self, rank: int, layer: LayerPlan, mb: int, backward: bool
+                    ) -> simpy.Event | None:
+        """With ``fuse_layers``: the stage's TP / CP members through ``layer`` in closed form
+        (:class:`moesim.step.fused_layer.FusedLayer`); the event fires when ``rank`` is done
+        (its ledger booked). None: the layer runs op by op."""
+        if not self.fuse_layers:
+            return None
+        stage = self.coords[rank]["pp"]
+        key = (stage, layer.index, mb, backward)
+        fused = self.layer_groups.get(key)
+        if fused is None:
+            if self.link_clock is None:
+                self.link_clock = LinkClock(self.net.router)
+            if stage not in self.stages:
+                lay = self.spec.layout
+                self.stages[stage] = StageGroups(self, sorted(
+                    lay.dense_rank(tp=t, cp=c, dp=0, pp=stage)
+                    for c in range(lay.cp) for t in range(lay.tp)), self.link_clock)
+            groups = self.stages[stage]
+            fused = self.layer_groups[key] = FusedLayer(self, groups, layer, mb, backward)
+        local = int(np.searchsorted(fused.g.members, rank))
+        fused.start_rank(local)
+        if fused._started.all():
+            del self.layer_groups[key]
+        return fused.rank_done[local]
+
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
         host = self.index.host_of(rank)
         if host not in self.ring_timers:
@@ -261,31 +292,59 @@ def empty_ledgers(world: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.zeros((world, len(CATEGORIES))), np.full(world, np.nan), np.full(world, np.nan)
 
 
-def rings_alone(spec: StepSpec, ops: ScheduleOps, nvlink_domain: int | None) -> bool:
-    """Whether a TP / ETP ring of fast mode's representative has its NVLink links to itself:
-    its all-to-alls and DP rings are estimates (no flows), and here no other flow crosses
-    NVLink: no PXN (cross-rail sends relayed over NVLink), no CP K/V sends, every stage on
-    whole NVLink domains (pipeline sends leave through the NICs), one pass at a time on a
-    rank (no overlapped FB ops, whose two passes' rings could meet)."""
+def nvlink_alone(spec: StepSpec, ops: ScheduleOps, nvlink_domain: int | None) -> bool:
+    """Whether only the representative's own TP / CP transfers cross its NVLink links: its
+    all-to-alls and DP rings are estimates (no flows), and here no other flow crosses NVLink:
+    no PXN (cross-rail sends relayed over NVLink), every stage on whole NVLink domains
+    (pipeline sends leave through the NICs), one pass at a time on a rank (no overlapped FB
+    ops, whose two passes' collectives could meet)."""
     lay = spec.layout
     per_stage = lay.world_size // lay.pp
     overlapped = spec.fb_overlap and any(op.kind == "FB" for s in range(lay.pp)
                                          for op in ops[s])
-    return (not spec.fabric.pxn and lay.cp == 1 and not overlapped
+    return (not spec.fabric.pxn and not overlapped
             and nvlink_domain is not None and per_stage % nvlink_domain == 0)
+
+
+def rings_alone(spec: StepSpec, ops: ScheduleOps, nvlink_domain: int | None) -> bool:
+    """Whether a TP / ETP ring of fast mode's representative has its NVLink links to itself:
+    :func:`nvlink_alone` and no CP K/V sends (rings fused one by one do not see them)."""
+    return spec.layout.cp == 1 and nvlink_alone(spec, ops, nvlink_domain)
+
+
+def layers_fused(spec: StepSpec, ops: ScheduleOps, nvlink_domain: int | None) -> bool:
+    """Whether fast mode times each layer of a stage's TP / CP members in closed form
+    (:mod:`moesim.step.fused_layer`): tp or cp above 1, experts without TP (etp 1), and
+    :func:`nvlink_alone`."""
+    lay = spec.layout
+    return (lay.tp * lay.cp > 1 and lay.etp == 1
+            and nvlink_alone(spec, ops, nvlink_domain))
 
 
 def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
                   fuse_moe: bool = True, fuse_tp: bool = True) -> tuple[FastState, list[int]]:
     """Run the representative pipeline of ``spec``; (finished state, its ranks). ``fuse_tp``:
-    TP / ETP rings in closed form where :func:`rings_alone` holds."""
+    TP / CP layers (:func:`layers_fused`, with ``fuse_moe``) or else TP / ETP rings
+    (:func:`rings_alone`) in closed form; off: every TP / CP transfer a flow. A closed form
+    that finds two transfers on one link at once (:class:`NotAlone`) runs again with flows."""
     index, ranks = prepare(spec)
+    ops = spec.ops()
+    domain = index.graph.graph.get("nvlink_domain_size")
+    layers = fuse_tp and fuse_moe and layers_fused(spec, ops, domain)
+    alone = fuse_tp and not layers and rings_alone(spec, ops, domain)
+    try:
+        return _run(spec, routing_draws, index, ranks, ops, fuse_moe, alone, layers)
+    except NotAlone:
+        return _run(spec, routing_draws, index, ranks, ops, fuse_moe, False, False)
+
+
+def _run(spec: StepSpec, routing_draws: int | None, index: GraphIndex, ranks: list[int],
+         ops: ScheduleOps, fuse_moe: bool, rings: bool, layers: bool
+         ) -> tuple[FastState, list[int]]:
     net = FlowNetwork(simpy.Environment(), index.router(ranks),
                       batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)
-    ops = spec.ops()
-    alone = fuse_tp and rings_alone(spec, ops, index.graph.graph.get("nvlink_domain_size"))
     st = FastState(spec, fast_plan(spec, routing_draws), ops, net,
                    *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe,
-                   fuse_tp=alone)
+                   fuse_tp=rings, fuse_layers=layers)
     simulate_ranks(st, ranks)
     return st, ranks

@@ -179,6 +179,9 @@ def _layer_fwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated
     if _fusable(st, rank, layer):
         yield from _fused_moe(st, rank, layer, mb, backward=False)
         return
+    if (fused := st.fused_layer(rank, layer, mb, backward=False)) is not None:
+        yield fused  # the TP / CP members' layer in closed form, booked by the state
+        return
     if layer.moe is None:
         yield from _attention(st, rank, layer, key, layer.dense_fwd_s - layer.ffn_fwd_s)
         yield from _tp_block(st, rank, (*key, "ffn"), layer.ffn_fwd_s)
@@ -199,6 +202,9 @@ def _layer_bwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated
     key = (layer.index, mb, "B")
     if _fusable(st, rank, layer):
         yield from _fused_moe(st, rank, layer, mb, backward=True)
+        return
+    if (fused := st.fused_layer(rank, layer, mb, backward=True)) is not None:
+        yield fused
         return
     again_s = layer.recompute_time_s(st.coords[rank]["ep"])
     if again_s:

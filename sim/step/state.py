@@ -112,6 +112,12 @@ class StepState:
         simulated member of its EP group); full mode times all-to-alls with flows instead."""
         raise NotImplementedError("all-to-alls are flows here: use all_to_all()")
 
+    def fused_layer(self, rank: int, layer: LayerPlan, mb: int, backward: bool
+                    ) -> simpy.Event | None:
+        """An event for ``rank``'s whole pass through ``layer`` when the state times it in
+        closed form (fast mode: :mod:`moesim.step.fused_layer`), else None (op by op)."""
+        return None
+
     def tp_ring(self, members: tuple[int, ...], size_bytes: float, kind: str
                 ) -> RingCollective | FusedRing:
         """A TP / ETP ring all-gather (``kind`` "ag") or reduce-scatter ("rs") over
