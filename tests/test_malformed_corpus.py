@@ -20,7 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from malformed_corpus import YAML_FILES, build_corpus, entry_point
+from malformed_corpus import build_corpus, entry_point
+from malformed_files import YAML_FILES
 
 HERE = Path(__file__).resolve().parent
 ONE_GIB = 1 << 30

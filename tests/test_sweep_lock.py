@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from malformed_corpus import SCENARIO
+from malformed_run import SCENARIO
 
 import moesim.io.outputs as outputs
 from moesim.cli import main
