@@ -144,27 +144,51 @@ def keep_mask(columns: np.ndarray, n_ranks: int, n_experts: int, capacity: int) 
     return keep
 
 
-def _dedup_rank_tokens(
-    dst: np.ndarray, src: np.ndarray, keep: np.ndarray | None, n_ranks: int,
-    n_dst: int | None = None,
-) -> np.ndarray:
-    """int64 [n_ranks, n_dst]: tokens of src with >= 1 kept expert on dst.
+def _small_type(n_values: int) -> type[np.integer]:
+    """The narrowest unsigned type that holds ``range(n_values + 1)`` (room for a sentinel)."""
+    for kind in (np.uint8, np.uint16, np.uint32):
+        if n_values < np.iinfo(kind).max:
+            return kind
+    return np.int64
 
-    ``dst`` [top_k, n_tokens]: destination (rank, or node) of each assignment, in
-    ``range(n_dst)`` (default ``n_ranks``); ``src`` [n_tokens]: source rank."""
+
+def _pair_counts(values: np.ndarray, tokens_per_rank: int, n_ranks: int, n_values: int,
+                 mask: np.ndarray | None = None) -> np.ndarray:
+    """int64 [n_ranks, n_values]: entries of ``values`` [slots, n_ranks * tokens_per_rank]
+    (rank-major tokens) per (source rank, value), counting only where ``mask`` (like values).
+    One bincount over narrow keys (source x n_values + value; masked-out entries go to a
+    sentinel bin)."""
+    sentinel = n_ranks * n_values
+    key_type = _small_type(sentinel)
+    base = np.repeat(np.arange(n_ranks, dtype=key_type) * key_type(n_values), tokens_per_rank)
+    keys = np.add(base[None, :], values, dtype=key_type, casting="unsafe")
+    if mask is not None:
+        keys[~mask] = sentinel
+    return np.bincount(keys.ravel(), minlength=sentinel + 1)[:sentinel].reshape(n_ranks,
+                                                                                n_values)
+
+
+def _dedup_rank_tokens(
+    dst: np.ndarray, keep: np.ndarray | None, n_ranks: int, n_dst: int | None = None,
+) -> np.ndarray:
+    """int64 [n_ranks, n_dst]: tokens of each source rank with >= 1 kept expert on dst.
+
+    ``dst`` [top_k, n_ranks * tokens_per_rank] (rank-major tokens): destination (rank, or node)
+    of each assignment, in ``range(n_dst)`` (default ``n_ranks``). An assignment counts when it
+    is kept and no earlier kept slot of its token has the same destination."""
     n_dst = n_ranks if n_dst is None else n_dst
     first = np.ones(dst.shape, dtype=bool) if keep is None else keep.copy()
+    same = np.empty(dst.shape[1], dtype=bool)
     for slot in range(1, dst.shape[0]):
         for earlier in range(slot):
-            same = dst[earlier] == dst[slot]
+            np.equal(dst[earlier], dst[slot], out=same)
             if keep is not None:
                 same &= keep[earlier]
             first[slot] &= ~same
-    pairs = (src[None, :].astype(np.int64) * n_dst + dst)[first]
-    return np.bincount(pairs, minlength=n_ranks * n_dst).reshape(n_ranks, n_dst)
+    return _pair_counts(dst, dst.shape[1] // n_ranks, n_ranks, n_dst, first)
 
 
-def _node_dedup(dst: np.ndarray, src: np.ndarray, keep: np.ndarray | None, n_ranks: int,
+def _node_dedup(dst: np.ndarray, keep: np.ndarray | None, n_ranks: int,
                 ranks_per_node: int) -> np.ndarray:
     """int64 [n_ranks, nodes]: tokens of src with >= 1 kept expert on a node (DeepEP sends a
     token once per node over RDMA); empty (0 x 0) when ``ranks_per_node`` is 0."""
@@ -173,8 +197,16 @@ def _node_dedup(dst: np.ndarray, src: np.ndarray, keep: np.ndarray | None, n_ran
     if n_ranks % ranks_per_node:
         raise ConfigError("router.ranks_per_node", f"{ranks_per_node} must divide the "
                           f"{n_ranks} EP ranks")
-    return _dedup_rank_tokens(dst // ranks_per_node, src, keep, n_ranks,
+    return _dedup_rank_tokens(dst // dst.dtype.type(ranks_per_node), keep, n_ranks,
                               n_ranks // ranks_per_node)
+
+
+def _rank_tokens(tokens: np.ndarray, expert_to_rank: np.ndarray, n_ranks: int) -> np.ndarray:
+    """int64 [n_ranks, n_ranks]: ``tokens`` [sources, expert columns] summed per host rank
+    (float64 weights: exact, every partial sum an integer < 2^53)."""
+    keys = np.arange(tokens.shape[0])[:, None] * n_ranks + expert_to_rank[None, :]
+    summed = np.bincount(keys.ravel(), weights=tokens.ravel(), minlength=n_ranks * n_ranks)
+    return summed.astype(np.int64).reshape(tokens.shape[0], n_ranks)
 
 
 def route_tokens(
@@ -193,9 +225,7 @@ def route_tokens(
     columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
                               top_k=top_k, seed=seed, layer=layer, microbatch=microbatch,
                               step=step, n_group=n_group, topk_group=topk_group)
-    src = np.repeat(np.arange(n_ranks, dtype=np.int32), tokens_per_rank)
-    wanted = np.bincount((src[None, :] * n_experts + columns).ravel(),
-                         minlength=n_ranks * n_experts).reshape(n_ranks, n_experts)
+    wanted = _pair_counts(columns, tokens_per_rank, n_ranks, n_experts)
     keep = None
     tokens = wanted
     if cfg.capacity_factor is not None:
@@ -204,24 +234,23 @@ def route_tokens(
         if np.any(wanted > capacity):
             keep = keep_mask(columns, n_ranks, n_experts, capacity)
     if cfg.redundant_experts:
-        return _route_with_replicas(cfg, p, columns, src, keep, tokens, wanted, expert_to_rank,
+        return _route_with_replicas(cfg, p, columns, keep, tokens, wanted, expert_to_rank,
                                     n_ranks=n_ranks, ranks_per_node=ranks_per_node)
-    on_rank = expert_to_rank[:, None] == np.arange(n_ranks)[None, :]
-    dst = expert_to_rank.astype(np.int32)[columns]
+    dst = np.take(expert_to_rank.astype(_small_type(n_ranks)), columns)
     return RoutingResult(
         tokens=tokens,
         dropped=wanted - tokens,
         expert_to_rank=expert_to_rank,
-        rank_tokens=tokens @ on_rank.astype(np.int64),
-        rank_tokens_dedup=_dedup_rank_tokens(dst, src, keep, n_ranks),
+        rank_tokens=_rank_tokens(tokens, expert_to_rank, n_ranks),
+        rank_tokens_dedup=_dedup_rank_tokens(dst, keep, n_ranks),
         popularity=p,
-        node_tokens_dedup=_node_dedup(dst, src, keep, n_ranks, ranks_per_node),
+        node_tokens_dedup=_node_dedup(dst, keep, n_ranks, ranks_per_node),
     )
 
 
 def _route_with_replicas(
-    cfg: RouterConfig, p: np.ndarray, columns: np.ndarray, src: np.ndarray,
-    keep: np.ndarray | None, tokens: np.ndarray, wanted: np.ndarray, expert_to_rank: np.ndarray,
+    cfg: RouterConfig, p: np.ndarray, columns: np.ndarray, keep: np.ndarray | None,
+    tokens: np.ndarray, wanted: np.ndarray, expert_to_rank: np.ndarray,
     *, n_ranks: int, ranks_per_node: int = 0,
 ) -> RoutingResult:
     """``route_tokens`` tail with ``cfg.redundant_experts`` replicas as extra expert columns."""
@@ -230,18 +259,17 @@ def _route_with_replicas(
     remapped, placement, replica_of = replicate_hot_experts(
         columns, kept, expert_to_rank, n_ranks=n_ranks, count=cfg.redundant_experts)
     n_columns = placement.size
-    extended = np.bincount((src[None, :].astype(np.int64) * n_columns + remapped)[kept],
-                           minlength=n_ranks * n_columns).reshape(n_ranks, n_columns)
+    extended = _pair_counts(remapped, columns.shape[1] // n_ranks, n_ranks, n_columns, keep)
     dropped = np.zeros_like(extended)
     dropped[:, :n_experts] = wanted - tokens
-    on_rank = placement[:, None] == np.arange(n_ranks)[None, :]
+    dst = np.take(placement.astype(_small_type(n_ranks)), remapped)
     return RoutingResult(
         tokens=extended,
         dropped=dropped,
         expert_to_rank=placement,
-        rank_tokens=extended @ on_rank.astype(np.int64),
-        rank_tokens_dedup=_dedup_rank_tokens(placement[remapped], src, keep, n_ranks),
+        rank_tokens=_rank_tokens(extended, placement, n_ranks),
+        rank_tokens_dedup=_dedup_rank_tokens(dst, keep, n_ranks),
         popularity=p,
         replica_of=replica_of,
-        node_tokens_dedup=_node_dedup(placement[remapped], src, keep, n_ranks, ranks_per_node),
+        node_tokens_dedup=_node_dedup(dst, keep, n_ranks, ranks_per_node),
     )

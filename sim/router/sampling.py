@@ -66,6 +66,41 @@ class _Chosen:
             self.chosen[:, rows], self.found[rows] = chosen, found
 
 
+def _clean_head(cand_t: np.ndarray, k: int, n_values: int) -> np.ndarray:
+    """bool [rows]: rows whose first k candidates are valid (in ``range(n_values)``) and
+    distinct - a fresh row takes exactly those, in order. Loops over candidate pairs."""
+    key_type = np.uint16 if n_values < 2**16 else np.uint64
+    head = cand_t[:k].astype(key_type)  # -1 wraps to the top of the range: invalid
+    clean = head[0] < n_values
+    scratch = np.empty(clean.shape, dtype=bool)
+    for j in range(1, k):
+        clean &= np.less(head[j], n_values, out=scratch)
+        for earlier in range(j):
+            clean &= np.not_equal(head[j], head[earlier], out=scratch)
+    return clean
+
+
+def fresh_absorb(cand_t: np.ndarray, k: int, n_values: int) -> _Chosen:
+    """A new :class:`_Chosen` of ``cand_t.shape[1]`` rows fed ``cand_t`` [m, rows] (values
+    < ``n_values``): the same state as ``_Chosen(rows, k).absorb(all rows, cand_t)``, faster
+    when most rows draw k distinct experts first (they take their first k candidates as they
+    are; the others go through ``absorb``)."""
+    m, rows = cand_t.shape
+    state = _Chosen(rows, k)
+    if m < k:
+        state.absorb(np.arange(rows), cand_t)
+        return state
+    clean = _clean_head(cand_t, k, n_values)
+    state.chosen[:] = cand_t[:k]
+    state.found[:] = k
+    rest = np.flatnonzero(~clean)
+    if rest.size:
+        others = _Chosen(rest.size, k)
+        others.absorb(np.arange(rest.size), cand_t[:, rest])
+        state.chosen[:, rest], state.found[rest] = others.chosen, others.found
+    return state
+
+
 def first_distinct(cand: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """First k distinct non-negative entries of each row of ``cand`` [rows, m], in column order.
 
@@ -117,14 +152,19 @@ def distinct_columns(
 ) -> np.ndarray:
     """Core sampler: int32 [top_k, n_tokens], each column the first top_k distinct candidates of
     ``draw`` (m per round, then the race). ``draw`` and ``allowed`` describe the same law."""
-    state = _Chosen(n_tokens, top_k)
     rows = np.arange(n_tokens)
-    if not _race_is_cheaper(m, top_k, p.size):
-        for _round in range(EXTRA_ROUNDS + 1):
-            state.absorb(rows, draw(rows, m))
-            rows = rows[state.found[rows] < top_k]
+    if _race_is_cheaper(m, top_k, p.size):
+        state = _Chosen(n_tokens, top_k)
+    else:
+        state = fresh_absorb(draw(rows, m), top_k, p.size)
+        rows = rows[state.found < top_k]
+        for _round in range(EXTRA_ROUNDS):
             if rows.size == 0:
                 return state.chosen
+            state.absorb(rows, draw(rows, m))
+            rows = rows[state.found[rows] < top_k]
+        if rows.size == 0:
+            return state.chosen
     state.chosen[:, rows] = race(p, state.chosen[:, rows], state.found[rows], rng, allowed, rows)
     return state.chosen
 
