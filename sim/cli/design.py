@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import fields
 from functools import wraps
 from pathlib import Path
 from typing import Any
@@ -35,53 +36,45 @@ def _one_line(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+SPEC_OPTIONS: dict[str, str | None] = {
+    "--model": "Preset name or path to a Hugging Face config.json.",
+    "--gpus": "Pin the GPU count, whole hosts (8) or NVL72 racks (72) (default: size the "
+              "cluster for the goal).",
+    "--gpu": "H100, H200, B200 (HGX hosts of 8) or GB200 (NVL72 racks).",
+    "--fabric": "auto (a rail fat tree, or NVL72 racks, built for the count), a preset name, "
+                "or a topology YAML file (builder + params).",
+    "--nic-gbit": "NIC line rate for --fabric auto (200, 400, 800).",
+    "--oversubscription": "Leaf down:up bandwidth for --fabric auto.",
+    "--tokens": "Training tokens.",
+    "--days": "Target days to train.",
+    "--gpu-budget": "Size the cluster to this many GPUs instead of the days target.",
+    "--seq-len": None,
+    "--global-batch": "Sequences per step (each layout takes the nearest divisible).",
+    "--simulate-min": "Candidates simulated at least (best by estimate).",
+    "--simulate-max": "Candidates simulated at most.",
+    "--routing-draws": "Distinct router draws in fast mode (0: every MoE layer).",
+    "--max-tp": "Search tensor parallelism up to this degree (TP>1 candidates take minutes "
+                "each in fast mode).",
+    "--max-cp": "Search context parallelism up to this degree.",
+    "--prices": "YAML file overriding the bill of materials' price table.",
+}
+"""The design question's flags and their help; each flag's type and default are those of the
+:class:`moesim.plan.spec.DesignSpec` field it sets (``--seq-len`` -> ``seq_len``), so the
+command and the Python API cannot disagree on a default."""
+SPEC_KEYS = tuple(flag[2:].replace("-", "_") for flag in SPEC_OPTIONS)
+
+
 def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    opts = [
-        click.option("--model", default="moe-1t", show_default=True,
-                     help="Preset name or path to a Hugging Face config.json."),
-        click.option("--gpus", type=int, default=None,
-                     help="Pin the GPU count, whole hosts (8) or NVL72 racks (72) (default: "
-                          "size the cluster for the goal)."),
-        click.option("--gpu", default="H200", show_default=True,
-                     help="H100, H200, B200 (HGX hosts of 8) or GB200 (NVL72 racks)."),
-        click.option("--fabric", default="auto", show_default=True,
-                     help="auto (a rail fat tree, or NVL72 racks, built for the count), a "
-                          "preset name, or a topology YAML file (builder + params)."),
-        click.option("--nic-gbit", type=int, default=400, show_default=True,
-                     help="NIC line rate for --fabric auto (200, 400, 800)."),
-        click.option("--oversubscription", type=float, default=1.0, show_default=True,
-                     help="Leaf down:up bandwidth for --fabric auto."),
-        click.option("--tokens", type=float, default=15e12, show_default=True,
-                     help="Training tokens."),
-        click.option("--days", type=float, default=60.0, show_default=True,
-                     help="Target days to train."),
-        click.option("--gpu-budget", type=int, default=None,
-                     help="Size the cluster to this many GPUs instead of the days target."),
-        click.option("--seq-len", type=int, default=4096, show_default=True),
-        click.option("--global-batch", type=int, default=16384, show_default=True,
-                     help="Sequences per step (each layout takes the nearest divisible)."),
-        click.option("--simulate-min", type=int, default=16, show_default=True,
-                     help="Candidates simulated at least (best by estimate)."),
-        click.option("--simulate-max", type=int, default=48, show_default=True,
-                     help="Candidates simulated at most."),
-        click.option("--routing-draws", type=int, default=1, show_default=True,
-                     help="Distinct router draws in fast mode (0: every MoE layer)."),
-        click.option("--max-tp", type=int, default=1, show_default=True,
-                     help="Search tensor parallelism up to this degree (TP>1 candidates "
-                          "take minutes each in fast mode)."),
-        click.option("--max-cp", type=int, default=1, show_default=True,
-                     help="Search context parallelism up to this degree."),
-        click.option("--prices", type=click.Path(dir_okay=False), default=None,
-                     help="YAML file overriding the bill of materials' price table."),
-    ]
-    for opt in reversed(opts):
-        fn = opt(fn)
+    from moesim.plan.spec import DesignSpec
+
+    defaults = {f.name: f.default for f in fields(DesignSpec)}
+    for flag, help_ in reversed(SPEC_OPTIONS.items()):
+        default = defaults[flag[2:].replace("-", "_")]
+        kind = (click.Path(dir_okay=False) if flag == "--prices"
+                else int if default is None else type(default))
+        fn = click.option(flag, type=kind, default=default, show_default=default is not None,
+                          help=help_)(fn)
     return fn
-
-
-SPEC_KEYS = ("model", "gpus", "gpu", "fabric", "nic_gbit", "oversubscription", "tokens", "days",
-             "gpu_budget", "seq_len", "global_batch", "simulate_min", "simulate_max",
-             "routing_draws", "max_tp", "max_cp", "prices")
 
 
 def _spec(**kw: Any) -> Any:
