@@ -34,6 +34,16 @@ class AllToAll:
             self.groups[r] = gid
             self.events.append(event)
 
+    def route_all(self) -> None:
+        """Build the routes of every (sender, receiver) pair now, in one router call: one
+        breadth-first search per block of receivers (:mod:`moesim.engine.paths`) instead of
+        one per sender as the senders arrive. Routes depend only on their pair, so the
+        flows are routed exactly as without it."""
+        n = self.gpus.size
+        src, dst = np.divmod(np.flatnonzero(~np.eye(n, dtype=bool)), n)
+        if src.size:
+            self.net.router.routes(self.gpus[src], self.gpus[dst])
+
     def send(self, rank: int) -> None:
         """Rank ``rank`` starts its flows to every other rank now."""
         peers = np.delete(np.arange(self.gpus.size), rank)

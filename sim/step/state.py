@@ -103,6 +103,7 @@ class StepState:
             tag = len(self.a2a)
             gpus = np.asarray(ep_ranks, dtype=np.int64)
             self.a2a[key] = AllToAll(self.net, gpus, layer.a2a_bytes[phase], tag)
+            self.a2a[key].route_all()  # one route search per group, not per sender
         return self.a2a[key]
 
     def a2a_arrival_s(self, rank: int, layer: LayerPlan, mb: int, phase: str,
