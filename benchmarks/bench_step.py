@@ -55,13 +55,32 @@ import statistics
 import time
 from types import FrameType
 
-from moesim.model import get_model
+from moesim.model import ModelConfig, get_model
 from moesim.parallel.layout import ParallelLayout
 from moesim.scenario.schema import FabricSpec
 from moesim.step import StepSpec, run_step
 from moesim.step.mode import Fast
 
 PP, EP = 16, 64
+SIMAI_TP, SIMAI_EP, SIMAI_PP, SIMAI_VPP, SIMAI_GA = 2, 16, 12, 8, 24
+"""SimAI's bundled analytical example (aliyun/SimAI ``example/workload_analytical.txt``,
+commit 03613a7, header line: ``model_parallel_NPU_group: 2 ep: 16 pp: 12 vpp: 8 ga: 24
+all_gpus: 9216``): TP2 EP16 PP12 VPP8, 24 gradient-accumulation micro-batches."""
+
+
+def _model(layers: int | None) -> ModelConfig:
+    """moe-1t cut to (or, past its 61, extended with MoE layers to) ``layers`` layers."""
+    model = get_model("moe-1t")
+    if not layers:
+        return model
+    extra = (True,) * max(0, layers - model.num_layers)
+    return dataclasses.replace(model, num_layers=layers,
+                               moe_layers=(model.moe_layers + extra)[:layers])
+
+
+def _fabric(gpus: int, gpu: str) -> FabricSpec:
+    return FabricSpec(preset="rail-h200-4096", params=(("hosts", gpus // 8), ("gpu", gpu)),
+                      multipath="dmodk", batch_window_rel=0.02)
 
 
 def make_spec(gpus: int, global_batch: int, microbatches: int | None, gpu: str,
@@ -69,15 +88,20 @@ def make_spec(gpus: int, global_batch: int, microbatches: int | None, gpu: str,
     """The benchmark step on ``gpus`` GPUs (module docstring); ``layers`` cuts the model to
     its first ``layers`` decoder layers (for timing smaller full-mode runs)."""
     dp = gpus // PP
-    model = get_model("moe-1t")
-    if layers:
-        model = dataclasses.replace(model, num_layers=layers,
-                                    moe_layers=model.moe_layers[:layers])
-    fabric = FabricSpec(preset="rail-h200-4096", params=(("hosts", gpus // 8), ("gpu", gpu)),
-                        multipath="dmodk", batch_window_rel=0.02)
     m = microbatches or max(1, global_batch // dp)
-    return StepSpec(model=model, layout=ParallelLayout(pp=PP, ep=EP, dp=dp),
-                    gpu=gpu, fabric=fabric, microbatches=m, seq_len=4096)
+    return StepSpec(model=_model(layers), layout=ParallelLayout(pp=PP, ep=EP, dp=dp),
+                    gpu=gpu, fabric=_fabric(gpus, gpu), microbatches=m, seq_len=4096)
+
+
+def simai_spec(gpus: int, gpu: str, microbatches: int | None = None) -> StepSpec:
+    """SimAI's example shape on ``gpus`` GPUs: TP2 EP16 PP12 VPP8 GA24, interleaved 1F1B.
+    moe-1t's 61 layers cannot fill 12 x 8 virtual stages, so the model is moe-1t extended to
+    96 layers (one per virtual stage; the extra 35 are MoE layers like its others)."""
+    layout = ParallelLayout(tp=SIMAI_TP, pp=SIMAI_PP, vpp=SIMAI_VPP, ep=SIMAI_EP,
+                            dp=gpus // (SIMAI_TP * SIMAI_PP))
+    return StepSpec(model=_model(SIMAI_PP * SIMAI_VPP), layout=layout, gpu=gpu,
+                    fabric=_fabric(gpus, gpu), microbatches=microbatches or SIMAI_GA,
+                    seq_len=4096, schedule="interleaved")
 
 
 class WallCap(Exception):
@@ -103,8 +127,12 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=None,
                     help="cut the model to its first N layers (N >= 16; scaling runs)")
     ap.add_argument("--max-wall-s", type=float, default=300.0)
+    ap.add_argument("--shape", choices=("1t", "simai"), default="1t",
+                    help="1t: the step of the module docstring; simai: SimAI's example layout "
+                    "(TP2 EP16 PP12 VPP8 GA24, simai_spec)")
     args = ap.parse_args()
-    spec = make_spec(args.gpus, args.global_batch, args.microbatches, args.gpu, args.layers)
+    spec = (simai_spec(args.gpus, args.gpu, args.microbatches) if args.shape == "simai" else
+            make_spec(args.gpus, args.global_batch, args.microbatches, args.gpu, args.layers))
     print(f"{args.mode}: {args.gpus} GPUs, {spec.layout}, {spec.microbatches} micro-batches, "
           f"{spec.model.num_layers} layers")
     walls = []

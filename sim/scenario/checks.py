@@ -91,6 +91,11 @@ def check_count(value: object, kind: str, field: str) -> int:
     return value
 
 
+WORLD_DEGREES = ("tp", "cp", "dp", "pp")
+"""The degrees whose product is the world size (``ParallelLayout.world_size``: EP and ETP fold
+into tp x cp x dp, vpp splits a stage)."""
+
+
 def check_layout_limits(layout: object, field: str = "layout") -> None:
     """Each parallel degree, and the world size, within the GPU limit."""
     import dataclasses
@@ -100,7 +105,7 @@ def check_layout_limits(layout: object, field: str = "layout") -> None:
         value = getattr(layout, f.name)
         if isinstance(value, int) and not isinstance(value, bool):
             check_limit("gpus", value, f"{field}.{f.name}")
-            if f.name != "vpp":
+            if f.name in WORLD_DEGREES:
                 world *= max(value, 1)
     check_limit("gpus", world, field)
 
