@@ -174,14 +174,20 @@ def _fused_moe(st: StepState, rank: int, layer: LayerPlan, mb: int, backward: bo
     yield st.env.timeout(t - t0)
 
 
+def _layer(st: StepState, rank: int, layer: LayerPlan, mb: int, backward: bool) -> Generated:
+    """One layer's forward or backward pass on ``rank``: in closed form where fast mode can
+    (a fusable MoE layer as one timeout; the TP / CP members' layer, booked by the state),
+    else op by op (:func:`_layer_fwd`, :func:`_layer_bwd`)."""
+    if _fusable(st, rank, layer):
+        yield from _fused_moe(st, rank, layer, mb, backward)
+    elif (fused := st.fused_layer(rank, layer, mb, backward)) is not None:
+        yield fused
+    else:
+        yield from (_layer_bwd if backward else _layer_fwd)(st, rank, layer, mb)
+
+
 def _layer_fwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated:
     key = (layer.index, mb, "F")
-    if _fusable(st, rank, layer):
-        yield from _fused_moe(st, rank, layer, mb, backward=False)
-        return
-    if (fused := st.fused_layer(rank, layer, mb, backward=False)) is not None:
-        yield fused  # the TP / CP members' layer in closed form, booked by the state
-        return
     if layer.moe is None:
         yield from _attention(st, rank, layer, key, layer.dense_fwd_s - layer.ffn_fwd_s)
         yield from _tp_block(st, rank, (*key, "ffn"), layer.ffn_fwd_s)
@@ -200,12 +206,6 @@ def _layer_fwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated
 
 def _layer_bwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated:
     key = (layer.index, mb, "B")
-    if _fusable(st, rank, layer):
-        yield from _fused_moe(st, rank, layer, mb, backward=True)
-        return
-    if (fused := st.fused_layer(rank, layer, mb, backward=True)) is not None:
-        yield fused
-        return
     again_s = layer.recompute_time_s(st.coords[rank]["ep"])
     if again_s:
         yield from _compute(st, rank, again_s)
@@ -255,7 +255,7 @@ def _run_pass(st: StepState, rank: int, p: Pass) -> Generated:
         if vs > 0:
             yield from _wait(st, rank, "bubble", st.mailbox("F", p.microbatch, vs, rank))
         for layer in layers:
-            yield from _layer_fwd(st, rank, layer, p.microbatch)
+            yield from _layer(st, rank, layer, p.microbatch, backward=False)
         if last:
             yield from _compute(st, rank, st.plan.head_fwd_s)
         else:
@@ -268,7 +268,7 @@ def _run_pass(st: StepState, rank: int, p: Pass) -> Generated:
     st.b_count[(rank, vs)] = st.b_count.get((rank, vs), 0) + 1
     reduce = st.spec.dp_overlap and st.b_count[(rank, vs)] == st.spec.microbatches
     for layer in reversed(layers):
-        yield from _layer_bwd(st, rank, layer, p.microbatch)
+        yield from _layer(st, rank, layer, p.microbatch, backward=True)
         if reduce:
             st.reduce_grads(rank, layer.index, *st.plan.layer_params[layer.index])
     if reduce:
