@@ -37,10 +37,12 @@ def trace_option(fn: F) -> F:
 
 
 def save_run_option(fn: F) -> F:
-    """``--save-run FILE``: write the run record (spans + link timeline) that plots read."""
+    """``--save-run FILE``: write the run record (result + evidence; group: + timeline)."""
     return click.option(
         "--save-run", "run_path", type=click.Path(dir_okay=False), default=None,
-        help="Write the run record (per-rank spans, link utilisation) for `moesim plot`.",
+        help="Write the run record: the result and the evidence its attribution / critical "
+             "path was read from (group mode: also per-rank spans and link utilisation for "
+             "`moesim plot`).",
     )(fn)
 
 
@@ -50,6 +52,15 @@ def write_trace(scn: GroupSpec, path: str | Path) -> Path:
     from moesim.runner.group import simulate
 
     return write_chrome_trace(simulate(scn), path)
+
+
+def write_step_run(result: Result, path: str | Path) -> Path:
+    """Write the saved record of a full- or fast-mode ``result`` (``--save-run``)."""
+    from moesim.results.run_file import save_step_run
+
+    with output_file("--save-run", path) as tmp:
+        save_step_run(result, tmp)
+    return Path(path)
 
 
 def write_run_files(

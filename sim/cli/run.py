@@ -36,8 +36,9 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
     """Simulate SCENARIO (a shipped name or a YAML path) and report it: step time, breakdown,
     and the critical path (full mode) or straggler attribution (group mode). --trace writes
     a Chrome/Perfetto trace in every mode (group: per EP rank and link; full/fast: the whole
-    step), --save-run (group) the run record that `moesim plot` draws."""
-    from moesim.cli.plot import write_run_files
+    step), --save-run the run record: the result with the evidence its attribution (group) or
+    critical path (full) was read from, and in group mode the timeline `moesim plot` draws."""
+    from moesim.cli.plot import write_run_files, write_step_run
     from moesim.errors import ConfigError
     from moesim.export.cli import write_exports
     from moesim.export.record import run_recorded
@@ -68,8 +69,6 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
         if microbatches is not None and exc.field.endswith("microbatches"):
             raise ConfigError("--microbatches", exc.problem) from None
         raise
-    if run_path and not isinstance(spec, GroupSpec):
-        raise ConfigError("--save-run", "written in group mode only (--mode group)")
     if chakra_dir and isinstance(spec, GroupSpec):
         raise ConfigError("--chakra", "written in full and fast mode only")
     label = f"{click.get_current_context().info_name} {scn.name}"  # run, or its alias step
@@ -90,5 +89,6 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
         click.echo(notice.getvalue().rstrip("\n"), err=True)
     emit(res.to_json() if as_json else record_text(res), [
         lambda: isinstance(spec, GroupSpec) and write_run_files(spec, res, trace_path, run_path),
+        lambda: run_path and not isinstance(spec, GroupSpec) and write_step_run(res, run_path),
         lambda: out and write_atomic(out, res.to_json(), "--out"),
     ])

@@ -16,53 +16,50 @@ took more than their share (naming the hot experts); or, against the
 uncongested fabric, the busiest switch link on the path of the last transfer
 into that rank (naming it and its tier). Each excess says how much sooner the
 step would end without that one cause.
+
+Everything here reads the run's record (:class:`moesim.results.group_record.GroupEvidence`),
+never the simulator's objects, so a saved run attributes as the live one did.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 import numpy as np
 
-from moesim.calibration import HOT_RATIO
+from moesim.calibration.training import HOT_RATIO
+from moesim.results.group_record import GroupEvidence
 from moesim.results.result import CollectiveStat, Straggler
-from moesim.results.simulation import GroupRun
 
 RECEIVER_HOT = ("dispatch", "combine_bwd")  # bytes flow towards the experts' rank
+CORE_TIERS = ("leaf_spine", "spine_core")  # switch-to-switch links, preferred when as busy
 
 
-def phase_ends(sim: GroupRun) -> np.ndarray:
-    """T[p]: when the last rank finished each phase."""
-    return np.maximum.accumulate(np.nanmax(sim.trace.end_s, axis=1))
+def phase_ends(end_s: np.ndarray) -> np.ndarray:
+    """T[p]: when the last rank finished each phase, from [phase, rank] finish times."""
+    return np.maximum.accumulate(np.nanmax(end_s, axis=1))
 
 
-def increments(sim: GroupRun) -> np.ndarray:
-    ends = phase_ends(sim)
-    return np.diff(ends, prepend=0.0)
-
-
-def attribute(
-    actual: GroupRun, balanced: GroupRun, uncongested: GroupRun
-) -> tuple[list[Straggler], list[CollectiveStat]]:
+def attribute(ev: GroupEvidence) -> tuple[list[Straggler], list[CollectiveStat]]:
     """Per-phase excesses charged to causes, aggregated per (cause, rank, link)."""
-    d_a, d_b, d_u = increments(actual), increments(balanced), increments(uncongested)
-    tol = max(1e-7, 1e-4 * float(phase_ends(actual)[-1]))
+    ends = phase_ends(ev.end_s)
+    d_a = np.diff(ends, prepend=0.0)
+    d_b = np.diff(ev.balanced_ends_s, prepend=0.0)
+    d_u = np.diff(ev.uncongested_ends_s, prepend=0.0)
+    tol = max(1e-7, 1e-4 * float(ends[-1]))
     events: list[Straggler] = []
     collectives: list[CollectiveStat] = []
-    for ph in actual.trace.phases:
-        rank = int(np.nanargmax(actual.trace.end_s[ph.index]))
-        found = _phase_causes(
-            actual, ph, rank, d_a[ph.index] - d_b[ph.index], d_a[ph.index] - d_u[ph.index], tol
-        )
+    for p in range(len(ev.phase)):
+        rank = int(np.nanargmax(ev.end_s[p]))
+        found = _phase_causes(ev, p, rank, d_a[p] - d_b[p], d_a[p] - d_u[p], tol)
         events.extend(found)
-        if ph.is_a2a:
+        if ev.is_a2a[p]:
             top = max(found, key=lambda s: s.excess_s, default=None)
             collectives.append(
                 CollectiveStat(
-                    phase=ph.name,
-                    layer=ph.layer,
-                    time_s=float(d_a[ph.index]),
+                    phase=ev.phase[p],
+                    layer=int(ev.layer[p]),
+                    time_s=float(d_a[p]),
                     last_rank=rank,
                     cause=top.cause if top else "none",
                     excess_s=top.excess_s if top else 0.0,
@@ -73,100 +70,89 @@ def attribute(
 
 
 def _phase_causes(
-    sim: GroupRun, ph: Any, rank: int, excess_bal: float, excess_unc: float, tol: float
+    ev: GroupEvidence, p: int, rank: int, excess_bal: float, excess_unc: float, tol: float
 ) -> list[Straggler]:
     out = []
     if excess_bal > tol:
-        cause = _imbalance_or_slow(sim, ph, rank, excess_bal)
+        cause = _imbalance_or_slow(ev, p, rank, excess_bal)
         if cause is not None:
             out.append(cause)
-    if ph.is_a2a and excess_unc > tol:
-        out.append(_congestion(sim, ph, rank, excess_unc))
+    if ev.is_a2a[p] and excess_unc > tol:
+        out.append(_congestion(ev, p, rank, excess_unc))
     return out
 
 
-def _imbalance_or_slow(sim: GroupRun, ph: Any, rank: int, excess: float) -> Straggler | None:
-    if not ph.is_a2a:
-        if sim.slowdown[rank] > 1:
-            return _slow(sim, rank, excess)
-        ratio = _load_ratio(sim, ph.layer, rank)
-        if ph.name.startswith("experts") and ratio >= HOT_RATIO:
-            return _hot(sim, ph, rank, excess, ratio, "its experts' GEMMs")
+def _imbalance_or_slow(ev: GroupEvidence, p: int, rank: int, excess: float) -> Straggler | None:
+    if not ev.is_a2a[p]:
+        if ev.slowdown[rank] > 1:
+            return _slow(ev, rank, excess)
+        ratio = _load_ratio(ev, int(ev.layer[p]), rank)
+        if ev.phase[p].startswith("experts") and ratio >= HOT_RATIO:
+            return _hot(ev, p, rank, excess, ratio, "its experts' GEMMs")
         return None
-    hot_rank, ratio, what = _hot_side(sim, ph, rank)
+    hot_rank, ratio, what = _hot_side(ev, p, rank)
     if ratio >= HOT_RATIO:
-        return _hot(sim, ph, hot_rank, excess, ratio, what)
+        return _hot(ev, p, hot_rank, excess, ratio, what)
     return None
 
 
-def _hot_side(sim: GroupRun, ph: Any, rank: int) -> tuple[int, float, str]:
+def _hot_side(ev: GroupEvidence, p: int, rank: int) -> tuple[int, float, str]:
     """The rank whose traffic made this all-to-all long, and its byte ratio to the mean."""
-    size = sim.trace.a2a[ph.index].size_bytes.copy()
-    np.fill_diagonal(size, 0.0)
-    if ph.name in RECEIVER_HOT:
-        into = size.sum(axis=0)
+    if ev.phase[p] in RECEIVER_HOT:
+        into = ev.into_bytes[p]
         return rank, float(into[rank] / max(into.mean(), 1e-30)), "bytes it receives"
-    sender = _last_sender(sim, ph, rank)
-    out = size.sum(axis=1)
+    sender = int(ev.last_sender[p, rank])
+    out = ev.out_bytes[p]
     return sender, float(out[sender] / max(out.mean(), 1e-30)), "bytes it sends back"
 
 
-def _last_sender(sim: GroupRun, ph: Any, rank: int) -> int:
-    flow = _last_flow(sim, ph, rank)
-    if flow < 0:
-        return rank
-    src_gpu = int(sim.net.flows.col["src"][flow])
-    return int(np.flatnonzero(sim.gpus == src_gpu)[0])
-
-
-def _load_ratio(sim: GroupRun, layer: int, rank: int) -> float:
-    load = sim.routings[layer].rank_load()
+def _load_ratio(ev: GroupEvidence, layer: int, rank: int) -> float:
+    load = ev.rank_load[layer]
     return float(load[rank] / max(load.mean(), 1e-30))
 
 
 def _hot(
-    sim: GroupRun, ph: Any, rank: int, excess: float, ratio: float, what: str
+    ev: GroupEvidence, p: int, rank: int, excess: float, ratio: float, what: str
 ) -> Straggler:
-    routing = sim.routings[ph.layer]
-    experts = routing.hot_experts(rank, top=3)
-    load = _load_ratio(sim, ph.layer, rank)
+    layer = int(ev.layer[p])
+    experts = [int(e) for e in ev.hot_experts[layer, rank] if e >= 0]
+    load = _load_ratio(ev, layer, rank)
     detail = (
-        f"rank {rank} ({sim.fabric.gpu_name(int(sim.gpus[rank]))}) hosts hot experts {experts}: "
+        f"rank {rank} ({ev.gpu[rank]}) hosts hot experts {experts}: "
         f"{load:.2f}x the mean token load per rank ({what}: {ratio:.2f}x the mean)"
     )
     return Straggler(rank=rank, cause="expert_imbalance", excess_s=float(excess), detail=detail)
 
 
-def _slow(sim: GroupRun, rank: int, excess: float) -> Straggler:
-    gpu = sim.fabric.gpu_name(int(sim.gpus[rank]))
+def _slow(ev: GroupEvidence, rank: int, excess: float) -> Straggler:
     return Straggler(
         rank=rank,
         cause="slow_gpu",
         excess_s=float(excess),
-        detail=f"rank {rank} ({gpu}) computes {sim.slowdown[rank]:.2f}x slower than its peers",
+        detail=f"rank {rank} ({ev.gpu[rank]}) computes {ev.slowdown[rank]:.2f}x slower than "
+        "its peers",
     )
 
 
-def _congestion(sim: GroupRun, ph: Any, rank: int, excess: float) -> Straggler:
-    flow = _last_flow(sim, ph, rank)
-    link, util = _busiest_link(sim, flow)
-    name, tier = sim.fabric.link_name(link), str(sim.fabric.tier[link])
+def _congestion(ev: GroupEvidence, p: int, rank: int, excess: float) -> Straggler:
+    link, util = _busiest_link(ev, p)
+    name, tier = ev.link_names[link], ev.link_tiers[link]
     detail = (
         f"{name} (tier {tier}) was {util:.0%} busy during the last transfer into rank {rank} "
-        f"in L{ph.layer}.{ph.name}"
+        f"in L{int(ev.layer[p])}.{ev.phase[p]}"
     )
     return Straggler(
         rank=rank, cause="link_congestion", excess_s=float(excess), detail=detail, link=name
     )
 
 
-def _busiest_link(sim: GroupRun, flow: int) -> tuple[int, float]:
-    """The link on ``flow``'s route with the busiest link while it ran (switch links first)."""
-    col = sim.net.flows.col
-    ptr, length = int(col["pair_ptr"][flow]), int(col["pair_len"][flow])
-    links, _ = sim.net.pairs.route(ptr, length)
-    util = sim.net.stats.mean_util(links, float(col["start_s"][flow]), float(col["drain_s"][flow]))
-    core = np.array([str(sim.fabric.tier[link]) in ("leaf_spine", "spine_core") for link in links])
+def _busiest_link(ev: GroupEvidence, p: int) -> tuple[int, float]:
+    """The busiest link on the route of the last flow into phase ``p``'s last rank while it
+    ran (switch links first, when within 10 % of the busiest): its row in the link table and
+    its utilisation."""
+    keep = ev.last_links[p] >= 0
+    links, util = ev.last_links[p][keep], ev.last_util[p][keep]
+    core = np.array([ev.link_tiers[link] in CORE_TIERS for link in links])
     pick = np.where(core & (util >= util.max() * 0.9), util + 1.0, util)
     best = int(np.argmax(pick))
     return int(links[best]), float(util[best])
@@ -191,9 +177,3 @@ def _aggregate(events: list[Straggler]) -> list[Straggler]:
             )
         )
     return sorted(merged, key=lambda s: -s.excess_s)
-
-
-def _last_flow(sim: GroupRun, ph: Any, rank: int) -> int:
-    """Id of the flow whose arrival completed ``rank``'s part of all-to-all ``ph`` (-1: none)."""
-    value = sim.trace.a2a[ph.index].received(rank).value
-    return int(value) if isinstance(value, int | np.integer) else -1

@@ -12,13 +12,18 @@ compute_s, comm_s, idle_s}], ``links`` [{id, tier, bytes, busy_s, peak_util}], `
 ``collectives``.
 
 Full and fast modes (the whole step): ``mfu``, ``tflops_per_gpu``, ``last_rank``,
-``stage_makespan_s``, and in full mode ``critical_path`` (:mod:`moesim.step.critical`).
+``stage_makespan_s``, and in full mode ``critical_path`` (:mod:`moesim.results.critical_path`).
+
+``evidence`` (not in :meth:`Result.to_dict`: it is bulky; :mod:`moesim.results.run_file` saves
+it) is what attribution and the critical path were read from: a
+:class:`moesim.results.group_record.GroupEvidence` in group mode, a
+:class:`moesim.results.walk_record.WalkRecord` in full mode, None in fast mode.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 CAUSES = ("expert_imbalance", "link_congestion", "slow_gpu")
@@ -91,9 +96,13 @@ class Result:
     critical_path: dict[str, Any] | None = None
     engine: dict[str, Any] = field(default_factory=dict)
     setting: dict[str, Any] = field(default_factory=dict)
+    evidence: Any = field(default=None, compare=False, repr=False)  # module docstring
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The summary keys in plain types (``evidence`` left out)."""
+        out = asdict(replace(self, evidence=None))
+        del out["evidence"]
+        return out
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)

@@ -9,7 +9,8 @@ objects. Layout of the JSON (``format: moesim-run/1``)::
     ranks  [{rank, gpu}],
     phases [{index, layer, name, label, a2a, critical_rank}],
     start_s / end_s  [phase][rank]   (seconds),
-    links  {id [...], tier [...], bytes [...], times_s [t...], util [[t][link]]}
+    links  {id [...], tier [...], bytes [...], times_s [t...], util [[t][link]]},
+    evidence {kind: "group", ...}   (what attribution read: moesim.results.run_file)
 
 ``links`` holds the links that carried bytes; ``util[t][j]`` is link j's utilisation
 (load / achievable capacity) from ``times_s[t]`` until the next sample.
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from moesim.results.result import Result
+from moesim.results.run_file import evidence_dict
 from moesim.results.simulation import GroupRun
 
 FORMAT = "moesim-run/1"
@@ -79,6 +81,7 @@ def run_record(sim: GroupRun, result: Result) -> dict[str, Any]:
         "start_s": sim.trace.start_s.tolist(),
         "end_s": sim.trace.end_s.tolist(),
         "links": _links(sim),
+        "evidence": evidence_dict(result),
     }
 
 

@@ -1,4 +1,5 @@
-"""Group mode: simulate one EP group's layers and their counterfactuals, attribute, record."""
+"""Group mode: simulate one EP group's layers and their counterfactuals, record the evidence,
+attribute from the record."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from moesim.results.attribution import attribute
 from moesim.results.result import LinkStat, RankStat, Result
 from moesim.router import imbalance
 from moesim.runner.group import Simulation, simulate
+from moesim.runner.group_evidence import group_evidence
 from moesim.scenario.schema import GroupSpec
 
 
@@ -20,7 +22,8 @@ def run_group(scn: GroupSpec, setting: dict[str, Any] | None = None) -> Result:
     actual = simulate(scn, graph=graph)
     balanced = simulate(scn, graph=graph, balanced=True, ignore_slowdowns=True)
     free = simulate(scn, graph=uncongested(graph))
-    stragglers, collectives = attribute(actual, balanced, free)
+    evidence = group_evidence(actual, balanced, free)
+    stragglers, collectives = attribute(evidence)
     step = actual.step_time_s
     wl = scn.workload
     return Result(
@@ -44,6 +47,7 @@ def run_group(scn: GroupSpec, setting: dict[str, Any] | None = None) -> Result:
             "flows": actual.net.flows.n,
             "batch_window_rel": scn.fabric.batch_window_rel,
         },
+        evidence=evidence,
     )
 
 

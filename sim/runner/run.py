@@ -42,6 +42,7 @@ def step_result(scn: Scenario, mode: str, result: StepResult) -> Result:
         tflops_per_gpu=step["tflops_per_gpu"], last_rank=step["last_rank"],
         stage_makespan_s=step["stage_makespan_s"], critical_path=step["critical_path"],
         engine=step["engine"], setting=scenario_setting(scn, mode),
+        evidence=result.critical.record if result.critical else None,
     )
 
 

@@ -1,8 +1,10 @@
-"""What released a recorded wait (:meth:`StepState.record`), for :mod:`moesim.step.critical`.
+"""What released a recorded wait (:meth:`StepState.record`), for the walk record
+(:mod:`moesim.step.critical_record`).
 
 * all-to-all: the completion group's value is the last-arriving flow into the waiting rank;
   its sender and start time, and its bottleneck link (the engine's max-min solver records
-  the link each flow froze at, ``bottleneck`` in the flow table);
+  the link each flow froze at, ``bottleneck`` in the flow table); how late the sender was
+  against its peers is left to the reader of the all-to-all's send times (``a2a``, ``local``);
 * pipeline input: the mailbox's value, (sending rank, send time, flow id);
 * ring collective (DP/EDP all of them in one ``all_of``, or one TP ring): the ring that
   finished last for the waiting rank, its member that joined last (the start of that
@@ -26,13 +28,16 @@ from moesim.step.state import Span, StepState
 @dataclass(frozen=True)
 class Release:
     """Who released a wait: ``rank`` (-1: unknown) sent at ``send_s``; the flows' ``link``
-    (-1: unknown); ``excess_s``: how much later than its peers' mean it reached the op."""
+    (-1: unknown); ``excess_s``: how much later than its peers' mean it reached the op (for an
+    all-to-all: from ``StepState.a2a_send_s[a2a]``, the sender being member ``local``)."""
 
     rank: int = -1
     send_s: float = 0.0
     link: int = -1
     excess_s: float = float("nan")
     what: str = ""  # names the collective when the span's own label does not
+    a2a: int = -1  # the all-to-all's tag
+    local: int = -1
 
 
 class Releases:
@@ -43,6 +48,7 @@ class Releases:
         rings = (*st.rings.items(), *st.tp_rings.items())
         self.rings = {id(ev): ring for _, ring in rings for ev in ring.rank_done}
         self.ring_key = {id(ring): key for key, ring in rings}
+        self.found: dict[int, Release] = {}  # a ring releases many waits: looked up once
 
     def of(self, sp: Span) -> Release:
         """The releaser of wait span ``sp``."""
@@ -58,16 +64,17 @@ class Releases:
                 and id(ev) in self.rings]
         if not done:
             return Release()
-        return self._ring(max(done, key=lambda d: d[0])[1])
+        ring = max(done, key=lambda d: d[0])[1]
+        if id(ring) not in self.found:
+            self.found[id(ring)] = self._ring(ring)
+        return self.found[id(ring)]
 
     def _a2a(self, a2a: AllToAll, flow: int) -> Release:
         col = self.st.net.flows.col
         sender = int(col["src"][flow])  # rank r runs on GPU r
         local = int(np.flatnonzero(a2a.gpus == sender)[0])
-        sent = self.st.a2a_send_s[a2a.tag]
-        excess = float(sent[local] - np.nanmean(np.delete(sent, local)))
         return Release(sender, float(col["start_s"][flow]), self.bottleneck(np.array([flow])),
-                       excess)
+                       a2a=a2a.tag, local=local)
 
     def _ring(self, ring: RingCollective) -> Release:
         if ring.n_steps == 0:
@@ -87,6 +94,12 @@ class Releases:
         """The bottleneck link holding ``flows`` longest (summed start-to-arrival time)."""
         col = self.st.net.flows.col
         flows = flows[flows >= 0]
+        if flows.size == 1:  # one flow held for a while: its own bottleneck (the same answer)
+            link, f = int(col["bottleneck"][flows[0]]), flows[0]
+            if link < 0:
+                return -1
+            if col["finish_s"][f] - col["start_s"][f] > 0:
+                return link
         links = col["bottleneck"][flows]
         keep = links >= 0
         if not keep.any():
