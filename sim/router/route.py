@@ -156,18 +156,19 @@ def _pair_counts(values: np.ndarray, tokens_per_rank: int, n_ranks: int, n_value
                  mask: np.ndarray | None = None) -> np.ndarray:
     """int64 [n_ranks, n_values]: entries of ``values`` [slots, n_ranks * tokens_per_rank]
     (rank-major tokens) per (source rank, value), counting only where ``mask`` (like values).
-    A bincount per slot over narrow keys (source x n_values + value; masked-out entries go to
-    a sentinel bin): bincount copies its input to intp, and a slot's copy stays small (one
-    copy of all slots, 16 MB for the 1T layer, took 3x as long inside a step)."""
+    A bincount per slot over intp keys (source x n_values + value; masked-out entries go to
+    a sentinel bin) in one reused buffer: bincount copies any other input to intp, and fresh
+    multi-megabyte arrays cost more in page faults than the counting itself."""
     sentinel = n_ranks * n_values
-    key_type = _small_type(sentinel)
-    base = np.repeat(np.arange(n_ranks, dtype=key_type) * key_type(n_values), tokens_per_rank)
-    keys = np.add(base[None, :], values, dtype=key_type, casting="unsafe")
-    if mask is not None:
-        keys[~mask] = sentinel
+    base = np.repeat(np.arange(n_ranks, dtype=np.intp) * n_values, tokens_per_rank)
+    key = np.empty_like(base)
+    dropped = None if mask is None else np.empty(base.shape, dtype=bool)
     counts = np.zeros(sentinel + 1, dtype=np.int64)
-    for slot in keys:
-        counts += np.bincount(slot, minlength=sentinel + 1)
+    for slot, row in enumerate(values):
+        np.add(base, row, out=key, casting="unsafe")
+        if mask is not None:
+            np.copyto(key, sentinel, where=np.logical_not(mask[slot], out=dropped))
+        counts += np.bincount(key, minlength=sentinel + 1)
     return counts[:sentinel].reshape(n_ranks, n_values)
 
 
@@ -187,7 +188,7 @@ def _dedup_rank_tokens(
             np.equal(dst[earlier], dst[slot], out=same)
             if keep is not None:
                 same &= keep[earlier]
-            first[slot] &= ~same
+            first[slot] &= np.logical_not(same, out=same)
     return _pair_counts(dst, dst.shape[1] // n_ranks, n_ranks, n_dst, first)
 
 
@@ -239,7 +240,7 @@ def route_tokens(
     if cfg.redundant_experts:
         return _route_with_replicas(cfg, p, columns, keep, tokens, wanted, expert_to_rank,
                                     n_ranks=n_ranks, ranks_per_node=ranks_per_node)
-    dst = np.take(expert_to_rank.astype(_small_type(n_ranks)), columns)
+    dst = expert_to_rank.astype(_small_type(n_ranks))[columns]
     return RoutingResult(
         tokens=tokens,
         dropped=wanted - tokens,
@@ -265,7 +266,7 @@ def _route_with_replicas(
     extended = _pair_counts(remapped, columns.shape[1] // n_ranks, n_ranks, n_columns, keep)
     dropped = np.zeros_like(extended)
     dropped[:, :n_experts] = wanted - tokens
-    dst = np.take(placement.astype(_small_type(n_ranks)), remapped)
+    dst = placement.astype(_small_type(n_ranks))[remapped]
     return RoutingResult(
         tokens=extended,
         dropped=dropped,

@@ -40,9 +40,10 @@ Allowed = Callable[[np.ndarray], np.ndarray]
 class _Chosen:
     """Per-row distinct choices so far, column-major: chosen [k, rows] (-1 = free), found [rows]."""
 
-    def __init__(self, rows: int, k: int) -> None:
-        self.chosen = np.full((k, rows), -1, dtype=np.int32)
-        self.found = np.zeros(rows, dtype=np.int32)
+    def __init__(self, rows: int, k: int, chosen: np.ndarray | None = None,
+                 found: np.ndarray | None = None) -> None:
+        self.chosen = np.full((k, rows), -1, dtype=np.int32) if chosen is None else chosen
+        self.found = np.zeros(rows, dtype=np.int32) if found is None else found
 
     def absorb(self, rows: np.ndarray, cand_t: np.ndarray) -> None:
         """Feed candidate columns ``cand_t`` [m, len(rows)] (in draw order) to ``rows``: a
@@ -66,33 +67,30 @@ class _Chosen:
             self.chosen[:, rows], self.found[rows] = chosen, found
 
 
-def _clean_head(cand_t: np.ndarray, k: int, n_values: int) -> np.ndarray:
-    """bool [rows]: rows whose first k candidates are valid (in ``range(n_values)``) and
-    distinct - a fresh row takes exactly those, in order. Loops over candidate pairs."""
-    key_type = np.uint16 if n_values < 2**16 else np.uint64
-    head = cand_t[:k].astype(key_type)  # -1 wraps to the top of the range: invalid
-    clean = head[0] < n_values
+def _clean_head(cand_t: np.ndarray, k: int) -> np.ndarray:
+    """bool [rows]: rows whose first k candidates are valid (>= 0) and distinct - a fresh row
+    takes exactly those, in order. Loops over candidate pairs; no copy of the candidates."""
+    clean = cand_t[0] >= 0
     scratch = np.empty(clean.shape, dtype=bool)
     for j in range(1, k):
-        clean &= np.less(head[j], n_values, out=scratch)
+        clean &= np.greater_equal(cand_t[j], 0, out=scratch)
         for earlier in range(j):
-            clean &= np.not_equal(head[j], head[earlier], out=scratch)
+            clean &= np.not_equal(cand_t[j], cand_t[earlier], out=scratch)
     return clean
 
 
-def fresh_absorb(cand_t: np.ndarray, k: int, n_values: int) -> _Chosen:
-    """A new :class:`_Chosen` of ``cand_t.shape[1]`` rows fed ``cand_t`` [m, rows] (values
-    < ``n_values``): the same state as ``_Chosen(rows, k).absorb(all rows, cand_t)``, faster
-    when most rows draw k distinct experts first (they take their first k candidates as they
-    are; the others go through ``absorb``)."""
+def fresh_absorb(cand_t: np.ndarray, k: int) -> _Chosen:
+    """A new :class:`_Chosen` of ``cand_t.shape[1]`` rows fed ``cand_t`` [m, rows]: the same
+    state as ``_Chosen(rows, k).absorb(all rows, cand_t)``, faster when most rows draw k
+    distinct experts first (they take their first k candidates as they are; the others go
+    through ``absorb``). The state's ``chosen`` is ``cand_t[:k]``, overwritten in place."""
     m, rows = cand_t.shape
-    state = _Chosen(rows, k)
     if m < k:
+        state = _Chosen(rows, k)
         state.absorb(np.arange(rows), cand_t)
         return state
-    clean = _clean_head(cand_t, k, n_values)
-    state.chosen[:] = cand_t[:k]
-    state.found[:] = k
+    clean = _clean_head(cand_t, k)
+    state = _Chosen(rows, k, cand_t[:k], np.full(rows, k, dtype=np.int32))
     rest = np.flatnonzero(~clean)
     if rest.size:
         others = _Chosen(rest.size, k)
@@ -156,7 +154,7 @@ def distinct_columns(
     if _race_is_cheaper(m, top_k, p.size):
         state = _Chosen(n_tokens, top_k)
     else:
-        state = fresh_absorb(draw(rows, m), top_k, p.size)
+        state = fresh_absorb(draw(rows, m), top_k)
         rows = rows[state.found < top_k]
         for _round in range(EXTRA_ROUNDS):
             if rows.size == 0:
