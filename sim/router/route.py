@@ -173,36 +173,47 @@ def _pair_counts(values: np.ndarray, tokens_per_rank: int, n_ranks: int, n_value
 
 
 def _dedup_rank_tokens(
-    dst: np.ndarray, keep: np.ndarray | None, n_ranks: int, n_dst: int | None = None,
+    dst: np.ndarray, keep: np.ndarray | None, kept_pairs: np.ndarray,
 ) -> np.ndarray:
     """int64 [n_ranks, n_dst]: tokens of each source rank with >= 1 kept expert on dst.
 
     ``dst`` [top_k, n_ranks * tokens_per_rank] (rank-major tokens): destination (rank, or node)
-    of each assignment, in ``range(n_dst)`` (default ``n_ranks``). An assignment counts when it
-    is kept and no earlier kept slot of its token has the same destination."""
-    n_dst = n_ranks if n_dst is None else n_dst
-    first = np.ones(dst.shape, dtype=bool) if keep is None else keep.copy()
+    of each assignment; ``kept_pairs`` [n_ranks, n_dst]: kept assignments per (source, dst).
+    From those, subtract the repeats: kept assignments with an earlier kept slot of their token
+    on the same destination (few: counted from their indices, not from every assignment)."""
+    n_ranks, n_dst = kept_pairs.shape
+    per_rank = dst.shape[1] // n_ranks
+    out = kept_pairs.copy()
+    repeat = np.empty(dst.shape[1], dtype=bool)
     same = np.empty(dst.shape[1], dtype=bool)
     for slot in range(1, dst.shape[0]):
+        repeat[:] = False
         for earlier in range(slot):
             np.equal(dst[earlier], dst[slot], out=same)
             if keep is not None:
                 same &= keep[earlier]
-            first[slot] &= np.logical_not(same, out=same)
-    return _pair_counts(dst, dst.shape[1] // n_ranks, n_ranks, n_dst, first)
+            repeat |= same
+        if keep is not None:
+            repeat &= keep[slot]
+        index = np.flatnonzero(repeat)
+        pairs = (index // per_rank) * n_dst + dst[slot][index]
+        out -= np.bincount(pairs, minlength=n_ranks * n_dst).reshape(n_ranks, n_dst)
+    return out
 
 
-def _node_dedup(dst: np.ndarray, keep: np.ndarray | None, n_ranks: int,
+def _node_dedup(dst: np.ndarray, keep: np.ndarray | None, rank_tokens: np.ndarray,
                 ranks_per_node: int) -> np.ndarray:
     """int64 [n_ranks, nodes]: tokens of src with >= 1 kept expert on a node (DeepEP sends a
     token once per node over RDMA); empty (0 x 0) when ``ranks_per_node`` is 0."""
     if not ranks_per_node:
         return np.zeros((0, 0), dtype=np.int64)
+    n_ranks = rank_tokens.shape[0]
     if n_ranks % ranks_per_node:
         raise ConfigError("router.ranks_per_node", f"{ranks_per_node} must divide the "
                           f"{n_ranks} EP ranks")
-    return _dedup_rank_tokens(dst // dst.dtype.type(ranks_per_node), keep, n_ranks,
-                              n_ranks // ranks_per_node)
+    nodes = n_ranks // ranks_per_node
+    per_node = rank_tokens.reshape(n_ranks, nodes, ranks_per_node).sum(axis=2)
+    return _dedup_rank_tokens(dst // dst.dtype.type(ranks_per_node), keep, per_node)
 
 
 def _rank_tokens(tokens: np.ndarray, expert_to_rank: np.ndarray, n_ranks: int) -> np.ndarray:
@@ -241,14 +252,15 @@ def route_tokens(
         return _route_with_replicas(cfg, p, columns, keep, tokens, wanted, expert_to_rank,
                                     n_ranks=n_ranks, ranks_per_node=ranks_per_node)
     dst = expert_to_rank.astype(_small_type(n_ranks))[columns]
+    rank_tokens = _rank_tokens(tokens, expert_to_rank, n_ranks)
     return RoutingResult(
         tokens=tokens,
         dropped=wanted - tokens,
         expert_to_rank=expert_to_rank,
-        rank_tokens=_rank_tokens(tokens, expert_to_rank, n_ranks),
-        rank_tokens_dedup=_dedup_rank_tokens(dst, keep, n_ranks),
+        rank_tokens=rank_tokens,
+        rank_tokens_dedup=_dedup_rank_tokens(dst, keep, rank_tokens),
         popularity=p,
-        node_tokens_dedup=_node_dedup(dst, keep, n_ranks, ranks_per_node),
+        node_tokens_dedup=_node_dedup(dst, keep, rank_tokens, ranks_per_node),
     )
 
 
@@ -267,13 +279,14 @@ def _route_with_replicas(
     dropped = np.zeros_like(extended)
     dropped[:, :n_experts] = wanted - tokens
     dst = placement.astype(_small_type(n_ranks))[remapped]
+    rank_tokens = _rank_tokens(extended, placement, n_ranks)
     return RoutingResult(
         tokens=extended,
         dropped=dropped,
         expert_to_rank=placement,
-        rank_tokens=_rank_tokens(extended, placement, n_ranks),
-        rank_tokens_dedup=_dedup_rank_tokens(dst, keep, n_ranks),
+        rank_tokens=rank_tokens,
+        rank_tokens_dedup=_dedup_rank_tokens(dst, keep, rank_tokens),
         popularity=p,
         replica_of=replica_of,
-        node_tokens_dedup=_node_dedup(dst, keep, n_ranks, ranks_per_node),
+        node_tokens_dedup=_node_dedup(dst, keep, rank_tokens, ranks_per_node),
     )
