@@ -53,15 +53,14 @@ SPEC_OPTIONS: dict[str, str | None] = {
     "--simulate-min": "Candidates simulated at least (best by estimate).",
     "--simulate-max": "Candidates simulated at most.",
     "--routing-draws": "Distinct router draws in fast mode (0: every MoE layer).",
-    "--max-tp": "Search tensor parallelism up to this degree (TP>1 candidates take minutes "
-                "each in fast mode).",
-    "--max-cp": "Search context parallelism up to this degree.",
+    "--max-tp": "Search tensor parallelism up to this degree (and the NVLink domain).",
+    "--max-cp": "Search context parallelism up to this degree (1 or 2).",
     "--prices": "YAML file overriding the bill of materials' price table.",
 }
 """The design question's flags and their help; each flag's type and default are those of the
 :class:`moesim.plan.spec.DesignSpec` field it sets (``--seq-len`` -> ``seq_len``), so the
 command and the Python API cannot disagree on a default."""
-SPEC_KEYS = tuple(flag[2:].replace("-", "_") for flag in SPEC_OPTIONS)
+SPEC_KEYS = (*(flag[2:].replace("-", "_") for flag in SPEC_OPTIONS), "extrapolate")
 
 
 def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -74,7 +73,10 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 else int if default is None else type(default))
         fn = click.option(flag, type=kind, default=default, show_default=default is not None,
                           help=help_)(fn)
-    return fn
+    return click.option(  # DesignSpec.extrapolate, as a flag that turns it off
+        "--exact-steps", "extrapolate", flag_value=False, default=True,
+        help="Simulate every micro-batch of each candidate instead of extending two short "
+             "runs (moesim.plan.extrapolate, 0.5 % bound).")(fn)
 
 
 def _spec(**kw: Any) -> Any:

@@ -11,8 +11,9 @@ Search space (kept small so it runs in well under a second):
 * ``ep`` in the divisors of the routed-expert count up to 128; ``etp`` = 1 (Megatron's MoE
   recipes for DeepSeek-V3/Kimi-class models run experts without tensor parallelism);
 * ``dp`` = gpus / (tp * cp * pp); the global batch must split into whole micro-batches per
-  DP replica, so each layout takes the multiple of ``dp x micro_batch_size`` nearest the
-  batch asked (:func:`moesim.plan.spec.nearest_batch`; ``Candidate.global_batch``).
+  DP replica, so each layout takes the multiple of ``dp x micro_batch_size`` (x ``pp``
+  with ``vpp`` > 1: Megatron's interleaved schedule runs whole rounds) nearest the batch
+  asked (:func:`moesim.plan.spec.nearest_batch`; ``Candidate.global_batch``).
 
 Each layout is tried with selective recompute (flash attention keeps no score matrix), then
 full recompute; the first that fits in HBM (``moesim.model.fits``) is kept. A layout that does
@@ -102,7 +103,8 @@ def check_layout(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
         return _reject(layout, f"pp*vpp={layout.pp * layout.vpp} does not divide "
                                f"{model.num_layers} layers")
     per_step = layout.dp * spec.micro_batch_size
-    gbs = nearest_batch(spec.global_batch, per_step)
+    # Megatron's interleaved schedule needs a multiple of pp micro-batches
+    gbs = nearest_batch(spec.global_batch, per_step * (layout.pp if layout.vpp > 1 else 1))
     m = gbs // per_step
     schedule = "interleaved" if layout.vpp > 1 else "1f1b"
     reason = ""

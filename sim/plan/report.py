@@ -54,8 +54,10 @@ def _header(rec: dict[str, Any]) -> list[str]:
 def _missed(rec: dict[str, Any]) -> str:
     """'missed', with the GPUs the target needs at this throughput per GPU (linear scaling)."""
     need = rec["chosen_gpus"] * rec["days_to_train"] / rec["goal"]["days"]
-    return (f"missed (at this throughput per GPU it needs about {need:,.0f} GPUs; "
-            "run without --gpus to size the cluster)")
+    sized = "tried" in rec["sizing"]  # the count was searched, not pinned by --gpus
+    return (f"missed (at this throughput per GPU it needs about {need:,.0f} GPUs"
+            + ("; the sizing above says why no larger count was taken)" if sized else
+               "; run without --gpus to size the cluster)"))
 
 
 def _why(rec: dict[str, Any]) -> list[str]:

@@ -7,6 +7,8 @@ for it (:func:`step_spec`; :func:`step_scenario` writes it as a step scenario fi
 (:func:`moesim.sweep.execute.open_executor`: inline for ``-j 1``, a local process pool, or a
 Dask cluster with ``--dask ADDRESS``).
 
+A candidate of many micro-batches runs twice with few and its step is extended to its count
+(:mod:`moesim.plan.extrapolate`: affine in the count, 0.5 % bound; ``DesignSpec.extrapolate``).
 The step runs the recompute the memory plan chose for the candidate (``StepSpec.recompute``:
 ``selective`` re-runs the attention core forward, ``full`` each layer's forward).
 """
@@ -68,21 +70,28 @@ class SimTask:
     index: int
     step: StepSpec
     routing_draws: int  # 0: every MoE layer drawn (as ``moesim step``)
+    extrapolate: bool = True  # many micro-batches: two short runs (moesim.plan.extrapolate)
 
 
 def simulate_task(task: SimTask) -> dict[str, Any]:
     """Worker: the fast-mode step record of ``task`` (an error becomes the record)."""
+    from moesim.plan.extrapolate import at_microbatches, extend, probe_counts
     from moesim.step.mode import Fast
     from moesim.step.run import run_step
 
     start = time.perf_counter()
+    mode = Fast(routing_draws=task.routing_draws or None)
+    probes = probe_counts(task.step) if task.extrapolate and task.routing_draws else None
     try:
-        res = run_step(task.step, Fast(routing_draws=task.routing_draws or None))
+        if probes is None:
+            rec = run_step(task.step, mode).to_dict()
+        else:
+            lo, hi = (run_step(at_microbatches(task.step, m), mode).to_dict() for m in probes)
+            rec = extend(lo, hi, *probes, task.step.microbatches)
     except Exception as exc:  # a candidate the simulator refuses is reported, not fatal
         return {"index": task.index, "error": f"{type(exc).__name__}: {exc}",
                 "wall_s": time.perf_counter() - start}
-    return {"index": task.index, "result": res.to_dict(),
-            "wall_s": time.perf_counter() - start}
+    return {"index": task.index, "result": rec, "wall_s": time.perf_counter() - start}
 
 
 Progress = Callable[[int, int], None]

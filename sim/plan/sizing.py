@@ -13,8 +13,8 @@ estimates every layout on the fabric built for that count, a few seconds):
    while the estimate misses the target, down while one unit fewer still meets it, at most
    :data:`MAX_POINTS` counts in all.
 
-The count is chosen on the estimate; the design then simulates it, and the report says
-when the simulated days miss the target (the estimate only prunes).
+The estimate proposes; :mod:`moesim.plan.confirm` then simulates the proposal and steps by
+scalable units until the simulated days meet the goal (the count the report gives).
 """
 
 from __future__ import annotations
@@ -52,10 +52,14 @@ class Sizing:
     reason: str
     prepared: Prepared
     tried: dict[int, float | None] = field(default_factory=dict)  # gpus -> est. days
+    simulated: dict[int, float | None] = field(default_factory=dict)  # gpus -> sim. days
+    # (moesim.plan.confirm: the best of its probe layouts, goodput charged)
 
     def to_dict(self) -> dict[str, object]:
         return {"gpus": self.gpus, "reason": self.reason,
-                "tried": [{"gpus": g, "estimated_days": d} for g, d in sorted(self.tried.items())]}
+                "tried": [{"gpus": g, "estimated_days": d,
+                           "simulated_days": self.simulated.get(g)}
+                          for g, d in sorted(self.tried.items())]}
 
 
 def estimated_days(spec: DesignSpec, prep: Prepared) -> float | None:

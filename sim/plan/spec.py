@@ -46,12 +46,10 @@ class DesignSpec:
     simulate_min: int = 16
     simulate_max: int = 48
     routing_draws: int = 1
-    # Search tp and cp only up to these (a team's own constraint). Default 1: Megatron-Core
-    # recommends TP/ETP 1 for fine-grained MoE, and fast mode still runs most TP/CP collectives
-    # as flows (minutes per candidate on 2 cores, issue 15), which would make the default
-    # design take tens of minutes; --max-tp 8 --max-cp 2 searches them.
-    max_tp: int = 1
-    max_cp: int = 1
+    extrapolate: bool = True  # steps of many micro-batches from two short runs (plan.extrapolate)
+    # Search tp and cp only up to these (a team's own constraint; tp stays inside NVLink).
+    max_tp: int = 8
+    max_cp: int = 2
     prices: str | None = None  # YAML file over moesim.plan.prices' table
     checkpoint_interval_s: float = 0.0  # 0 = use the Young/Daly optimum
     seed: int = 1

@@ -20,7 +20,7 @@ vectorised:
   predecessor's chunk after its ``1/cp`` of the core;
 * an all-to-all: the first member of the EP group to send fixes the group's reference time
   and every member leaves at ``max(its send, end)``
-  (:class:`moesim.step.fast.FastAllToAll`, :meth:`FastState.a2a_arrival_s`).
+  (:class:`moesim.step.fast.FastAllToAll`, :meth:`moesim.step.fast.FastState.a2a_arrival_s`).
 
 Each wait is booked to the category the event path books it to (``tp_exposed``,
 ``cp_exposed``, ``a2a_exposed``). Exactness needs each transfer alone on its links. Within
@@ -42,7 +42,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
@@ -54,10 +53,7 @@ from moesim.engine.routing import Router
 from moesim.parallel.layout import ParallelLayout
 from moesim.step.groups import group
 from moesim.step.plan import LayerPlan
-from moesim.step.state import CATEGORIES
-
-if TYPE_CHECKING:
-    from moesim.step.fast import FastState
+from moesim.step.state import CATEGORIES, StepState
 
 COMPUTE, A2A, TP, CP = (CATEGORIES.index(c) for c in ("compute", "a2a_exposed", "tp_exposed",
                                                       "cp_exposed"))
@@ -87,14 +83,18 @@ class LinkClock:
         if np.unique(links).size < links.size:
             raise NotAlone("transfers of one TP / CP collective share a link")
         owner = np.repeat(np.arange(src.size), np.diff(rs.ptr))
-        return Edges(rs.cap_Bps, rs.latency_s, links, owner)
+        if (np.diff(rs.ptr) < 1).any():
+            raise NotAlone("a TP / CP transfer without links")
+        return Edges(rs.cap_Bps, rs.latency_s, links, owner, rs.ptr[:-1])
 
     def free_s(self, edges: Edges, start_s: np.ndarray) -> np.ndarray:
         """When each edge can start: ``start_s``, or later while a transfer of an earlier
         collective still drains on one of its links (that transfer then goes first: FIFO,
         module docstring; the wait is added to :attr:`late_s` and counted)."""
-        busy = np.full(start_s.size, -np.inf)
-        np.maximum.at(busy, edges.owner, self.busy_s[edges.links])
+        held = self.busy_s[edges.links]
+        if held.max() <= start_s.min():
+            return start_s
+        busy = np.maximum.reduceat(held, edges.first)
         late = busy > start_s
         if late.any():
             self.late_s += float((busy - start_s)[late].sum())
@@ -115,19 +115,20 @@ class Edges:
     latency_s: np.ndarray
     links: np.ndarray
     owner: np.ndarray
+    first: np.ndarray  # where each transfer's links start in ``links``
 
 
 class StageGroups:
     """A stage's representative members (rank order) and their TP rings, CP rings and EP
     groups as index arrays into them (one per stage, kept by the fast state)."""
 
-    def __init__(self, st: FastState, members: Sequence[int], clock: LinkClock) -> None:
+    def __init__(self, st: StepState, members: Sequence[int], clock: LinkClock) -> None:
         lay = st.spec.layout
         self.members = np.asarray(members, dtype=np.int64)
         pos = {int(r): i for i, r in enumerate(self.members)}
         self.ep = np.array([st.coords[r]["ep"] for r in members], dtype=np.int64)
         self.slow = st.slowdown[self.members]
-        self.tp, self.cp = lay.tp, lay.cp
+        self.tp, self.cp, self.clock = lay.tp, lay.cp, clock
         self.tp_pred, self.tp_edges = self._ring(clock, lay, "tp", pos)
         self.cp_pred, self.cp_edges = self._ring(clock, lay, "cp", pos)
         self.tp_chunk_s = st.plan.tp_bytes / lay.tp / self.tp_edges.cap_Bps
@@ -145,15 +146,15 @@ class StageGroups:
         pred = np.empty_like(succ)
         pred[succ] = np.arange(succ.size)
         if len(rings[0]) == 1:
-            return pred, Edges(np.ones(succ.size), np.zeros(succ.size),
-                               np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+            none = np.zeros(0, dtype=np.int64)
+            return pred, Edges(np.ones(succ.size), np.zeros(succ.size), none, none, none)
         return pred, clock.edges(self.members, self.members[succ])
 
 
 class FusedLayer(RankStarted):
     """One layer pass (``backward`` or not) of micro-batch ``mb`` for a stage's members."""
 
-    def __init__(self, st: FastState, stage: StageGroups, layer: LayerPlan, mb: int,
+    def __init__(self, st: StepState, stage: StageGroups, layer: LayerPlan, mb: int,
                  backward: bool) -> None:
         self.st, self.g, self.layer, self.mb, self.backward = st, stage, layer, mb, backward
         n = stage.members.size
@@ -182,7 +183,7 @@ class FusedLayer(RankStarted):
 class LayerTimes:
     """The event path of :mod:`moesim.step.program` for one layer, member-vectorised."""
 
-    def __init__(self, st: FastState, g: StageGroups, layer: LayerPlan, mb: int,
+    def __init__(self, st: StepState, g: StageGroups, layer: LayerPlan, mb: int,
                  book: np.ndarray) -> None:
         self.st, self.g, self.layer, self.mb, self.book = st, g, layer, mb, book
 
@@ -226,7 +227,7 @@ class LayerTimes:
     def tp_ring(self, t: np.ndarray) -> np.ndarray:
         """One TP all-gather or reduce-scatter of ``plan.tp_bytes`` in every TP group."""
         g = self.g
-        clock = self.st.link_clock
+        clock = self.g.clock
         first = clock.free_s(g.tp_edges, t)
         ends, drain = ring_schedule_s(t, g.tp_chunk_s, g.tp_edges.latency_s, g.tp_pred, g.tp,
                                       first)
@@ -253,8 +254,8 @@ class LayerTimes:
             edges = g.cp_edges
             for step in range(g.cp):
                 if step < g.cp - 1:
-                    drain = self.st.link_clock.free_s(edges, t) + size / edges.cap_Bps
-                    self.st.link_clock.hold(edges, drain)
+                    drain = self.g.clock.free_s(edges, t) + size / edges.cap_Bps
+                    self.g.clock.hold(edges, drain)
                     landed = (drain + edges.latency_s)[g.cp_pred]  # from my predecessor
                 t = self.compute(t, core_s / g.cp)
                 if step < g.cp - 1:
