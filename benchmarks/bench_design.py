@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -83,6 +84,7 @@ def main() -> None:
     parser.add_argument("design_args", nargs="*")
     args = parser.parse_args()
     kw = design_kwargs(args.design_args)
+    load0 = os.getloadavg()[0]
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(kw)],
                              stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -94,12 +96,15 @@ def main() -> None:
         print(f"stopped at --max-wall-s {args.max_wall_s:g} s (see the stage lines above)")
         return
     wall_s = time.perf_counter() - start
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and its workers
+    cpu_s = use.ru_utime + use.ru_stime
     if child.returncode:
         print(f"moesim design failed (exit {child.returncode})")
         return
     res = json.loads(out.strip().splitlines()[-1])
     walls = sorted(res["walls"])
-    print(f"whole process {wall_s:.1f} s; {res['gpus']} GPUs, {res['layout']}, step "
+    print(f"whole process {wall_s:.1f} s ({cpu_s:.1f} CPU s, load before/after "
+          f"{load0:.1f}/{os.getloadavg()[0]:.1f}); {res['gpus']} GPUs, {res['layout']}, step "
           f"{res['step_s']:.2f} s; {res['simulated']} candidates simulated (fast-mode wall "
           f"per candidate: median {walls[len(walls) // 2]:.1f} s, max {walls[-1]:.1f} s)")
 
