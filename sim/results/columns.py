@@ -11,11 +11,33 @@ with.
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 T = TypeVar("T")
+R = TypeVar("R", bound="ColumnRecord")
+
+
+class ColumnRecord:
+    """Base of the frozen record dataclasses: ``KIND`` names the record in its dict,
+    ``DTYPES`` its array fields (name -> dtype, number of dimensions)."""
+
+    KIND: ClassVar[str]
+    DTYPES: ClassVar[dict[str, tuple[str, int]]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain types (strict JSON); ``kind`` says which record it is."""
+        return {"kind": self.KIND, **to_plain(self)}
+
+    @classmethod
+    def from_dict(cls: type[R], plain: dict[str, Any]) -> R:
+        """The record of :meth:`to_dict`'s dict."""
+        return from_plain(cls, {k: v for k, v in plain.items() if k != "kind"}, cls.DTYPES)
+
+    def equal(self, other: object) -> bool:
+        """Every field the same (arrays element by element, NaN equal to NaN)."""
+        return type(other) is type(self) and same(self, other, self.DTYPES)
 
 
 def to_plain(record: object) -> dict[str, Any]:

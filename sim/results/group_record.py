@@ -19,13 +19,12 @@ counterfactuals. Shapes: P phases, R EP ranks, Y replayed layers, L links at mos
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 
-from moesim.results.columns import from_plain, same, to_plain
+from moesim.results.columns import ColumnRecord
 
-KIND = "group"
 DTYPES = {
     "layer": ("int64", 1), "is_a2a": ("bool", 1), "end_s": ("float64", 2),
     "balanced_ends_s": ("float64", 1), "uncongested_ends_s": ("float64", 1),
@@ -36,8 +35,11 @@ DTYPES = {
 
 
 @dataclass(frozen=True, eq=False)
-class GroupEvidence:
+class GroupEvidence(ColumnRecord):
     """One group run and its counterfactuals, as attribution reads them (module docstring)."""
+
+    KIND: ClassVar[str] = "group"
+    DTYPES: ClassVar[dict[str, tuple[str, int]]] = DTYPES
 
     phase: tuple[str, ...]  # [P] phase name (attn, dispatch, ...)
     layer: np.ndarray  # [P]
@@ -56,16 +58,3 @@ class GroupEvidence:
     last_util: np.ndarray  # [P, L]
     link_names: tuple[str, ...]
     link_tiers: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain types (JSON); ``kind`` says which record it is."""
-        return {"kind": KIND, **to_plain(self)}
-
-    @classmethod
-    def from_dict(cls, plain: dict[str, Any]) -> GroupEvidence:
-        body = {k: v for k, v in plain.items() if k != "kind"}
-        return from_plain(cls, body, DTYPES)
-
-    def equal(self, other: GroupEvidence) -> bool:
-        """Every field the same (arrays element by element, NaN equal to NaN)."""
-        return same(self, other, DTYPES)

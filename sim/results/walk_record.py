@@ -22,13 +22,12 @@ release names) are stored once in ``strings`` and referenced by their index.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 
-from moesim.results.columns import from_plain, same, to_plain
+from moesim.results.columns import ColumnRecord
 
-KIND = "walk"
 SPAN_COLUMNS = {
     "rank": "int32", "t0_s": "float64", "t1_s": "float64", "category": "int32", "lane": "int32",
     "pass_kind": "int32", "mb": "int32", "vstage": "int32", "layer": "int32", "phase": "int32",
@@ -45,8 +44,11 @@ DTYPES = {
 
 
 @dataclass(frozen=True, eq=False)
-class WalkRecord:
+class WalkRecord(ColumnRecord):
     """One finished step as the critical-path walk reads it (module docstring)."""
+
+    KIND: ClassVar[str] = "walk"
+    DTYPES: ClassVar[dict[str, tuple[str, int]]] = DTYPES
 
     world_size: int
     pp: int
@@ -84,16 +86,3 @@ class WalkRecord:
     @property
     def n_spans(self) -> int:
         return int(self.rank.size)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain types (JSON); ``kind`` says which record it is."""
-        return {"kind": KIND, **to_plain(self)}
-
-    @classmethod
-    def from_dict(cls, plain: dict[str, Any]) -> WalkRecord:
-        body = {k: v for k, v in plain.items() if k != "kind"}
-        return from_plain(cls, body, DTYPES)
-
-    def equal(self, other: WalkRecord) -> bool:
-        """Every field the same (arrays element by element, NaN equal to NaN)."""
-        return same(self, other, DTYPES)

@@ -8,6 +8,8 @@ receiver), the flow table, the routes and the link statistics. Attribution
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from moesim.results.attribution import phase_ends
@@ -20,50 +22,54 @@ HOT_TOP = 3  # experts named per hot rank
 def group_evidence(actual: Simulation, balanced: Simulation, free: Simulation) -> GroupEvidence:
     """The record attribution reads: ``actual`` and its balanced-router and uncongested-core
     counterfactuals (module docstring of :mod:`moesim.results.group_record`)."""
-    trace, n = actual.trace, actual.gpus.size
-    phases = trace.phases
-    into = np.zeros((len(phases), n))
-    out = np.zeros((len(phases), n))
-    sender = np.tile(np.arange(n), (len(phases), 1))
-    routes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for ph in phases:
-        if not ph.is_a2a:
-            continue
-        size = trace.a2a[ph.index].size_bytes.copy()
-        np.fill_diagonal(size, 0.0)
-        into[ph.index], out[ph.index] = size.sum(axis=0), size.sum(axis=1)
-        for rank in range(n):
-            flow = _last_flow(actual, ph.index, rank)
-            if flow >= 0:
-                src = int(actual.net.flows.col["src"][flow])
-                sender[ph.index, rank] = int(np.flatnonzero(actual.gpus == src)[0])
-        last = int(np.nanargmax(trace.end_s[ph.index]))  # the rank attribution charges
-        routes[ph.index] = _route_util(actual, _last_flow(actual, ph.index, last))
-    links, util, names, tiers = _link_table(actual, routes, len(phases))
-    hot = np.full((len(actual.routings), n, HOT_TOP), -1, dtype=np.int64)
-    for y, routing in enumerate(actual.routings):
-        for rank in range(n):
-            top = routing.hot_experts(rank, top=HOT_TOP)
-            hot[y, rank, : len(top)] = top
+    phases = actual.trace.phases
     return GroupEvidence(
         phase=tuple(ph.name for ph in phases),
         layer=np.array([ph.layer for ph in phases], dtype=np.int64),
         is_a2a=np.array([ph.is_a2a for ph in phases], dtype=bool),
-        end_s=trace.end_s.copy(),
+        end_s=actual.trace.end_s.copy(),
         balanced_ends_s=phase_ends(balanced.trace.end_s),
         uncongested_ends_s=phase_ends(free.trace.end_s),
-        gpu=tuple(actual.fabric.gpu_name(int(g)) for g in actual.gpus),
-        slowdown=np.asarray(actual.slowdown, dtype=np.float64).copy(),
-        rank_load=np.array([r.rank_load() for r in actual.routings], dtype=np.int64),
-        hot_experts=hot,
-        into_bytes=into,
-        out_bytes=out,
-        last_sender=sender,
-        last_links=links,
-        last_util=util,
-        link_names=names,
-        link_tiers=tiers,
+        **_ranks(actual),
+        **_all_to_alls(actual),
     )
+
+
+def _ranks(sim: Simulation) -> dict[str, Any]:
+    """Per rank: GPU name, slowdown; per (layer, rank): token load and hottest experts."""
+    n = sim.gpus.size
+    hot = np.full((len(sim.routings), n, HOT_TOP), -1, dtype=np.int64)
+    for y, routing in enumerate(sim.routings):
+        for rank in range(n):
+            top = routing.hot_experts(rank, top=HOT_TOP)
+            hot[y, rank, : len(top)] = top
+    return {"gpu": tuple(sim.fabric.gpu_name(int(g)) for g in sim.gpus),
+            "slowdown": np.asarray(sim.slowdown, dtype=np.float64).copy(),
+            "rank_load": np.array([r.rank_load() for r in sim.routings], dtype=np.int64),
+            "hot_experts": hot}
+
+
+def _all_to_alls(sim: Simulation) -> dict[str, Any]:
+    """Per (all-to-all phase, rank): bytes in and out, the last sender; per phase, the last
+    rank's last flow's route and its links' utilisation (and the link table)."""
+    trace, n = sim.trace, sim.gpus.size
+    into, out = np.zeros(trace.end_s.shape), np.zeros(trace.end_s.shape)
+    sender = np.tile(np.arange(n), (len(trace.phases), 1))
+    routes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for ph in (ph for ph in trace.phases if ph.is_a2a):
+        size = trace.a2a[ph.index].size_bytes.copy()
+        np.fill_diagonal(size, 0.0)
+        into[ph.index], out[ph.index] = size.sum(axis=0), size.sum(axis=1)
+        for rank in range(n):
+            flow = _last_flow(sim, ph.index, rank)
+            if flow >= 0:
+                src = int(sim.net.flows.col["src"][flow])
+                sender[ph.index, rank] = int(np.flatnonzero(sim.gpus == src)[0])
+        last = int(np.nanargmax(trace.end_s[ph.index]))  # the rank attribution charges
+        routes[ph.index] = _route_util(sim, _last_flow(sim, ph.index, last))
+    links, util, names, tiers = _link_table(sim, routes, len(trace.phases))
+    return {"into_bytes": into, "out_bytes": out, "last_sender": sender, "last_links": links,
+            "last_util": util, "link_names": names, "link_tiers": tiers}
 
 
 def _last_flow(sim: Simulation, phase: int, rank: int) -> int:
