@@ -3,7 +3,14 @@
 Commands (documented in the fast-mode docstring, :mod:`moesim.step.fast`)::
 
     .venv/bin/python benchmarks/bench_step.py --mode fast --gpus 9216 --repeats 5
+    .venv/bin/python benchmarks/bench_step.py --cli --repeats 5   # whole `moesim step`
+    .venv/bin/python benchmarks/bench_step.py --shape simai --routing-draws 0 --repeats 3
     .venv/bin/python benchmarks/bench_step.py --mode full --gpus 1024 --max-wall-s 300
+
+``--cli`` writes the fast step below as a scenario and times whole ``moesim step`` processes
+(import, scenario, fabric, every MoE layer routed, report). ``--shape simai`` runs SimAI's
+bundled example layout instead (:func:`simai_spec`). Each line prints wall and CPU seconds:
+on the shared machine the CPU time is the steadier of the two.
 
 The step: ``moe-1t`` (Kimi K2 shape: 61 layers, 384 experts, top-8), DeepSeek-like layout
 PP16, EP64 across hosts, TP1, ZeRO-1 DP (the distributed optimizer the step models), 1F1B,
@@ -31,6 +38,16 @@ runs made back to back, not across the notes below.
   ``--routing-draws 4``: 2.3 s, step 8.554 s; ``0`` (all 60 MoE layers drawn, as full mode):
   22.6 s, step 8.544 s (both measured earlier, on the older code). So reusing one draw moves
   the step time by 0.1 %.
+* fast, 9,216 GPUs, every MoE layer routed, 2026-12-03 14:5x at load ~10 (wall ~3x CPU):
+  ``--cli`` median of 5 12.11 s wall, 3.7-4.2 s CPU, max RSS 176 MB, step 10484.1 ms.
+  Back to back against 2eb61f5 (before route_tokens and layer_costs were vectorised, same step
+  bit for bit), ``--routing-draws 0 --repeats 1`` as a whole process, 3 pairs: 32.6 / 31.0 /
+  32.7 s -> 11.8 / 11.8 / 11.8 s wall, 8.5-8.7 -> 3.6-3.7 s user CPU, max RSS 191 -> 172 MB.
+  Of the ~3.7 s CPU: routing 60 layers ~1.8 s (29 ms each; 11 ms of it the random draws),
+  the SimPy run ~0.9 s, imports ~0.5 s, fabric + routers ~0.2 s.
+* ``--shape simai --routing-draws 0``, 9,216 GPUs (dp 384, 24 micro-batches, 96 layers),
+  14:55 at load ~10: median of 3 23.78 s wall, step 6.097 s, max RSS 142 MB; its time is the
+  SimPy run and the interleaved schedule's pipeline-send rate solves, not routing.
 * fast, 1,024 GPUs, ``--layers 16 --microbatches 4``, 2026-12-03 13:0x, load about 12: estimates
   (default) median of 3 10.99 s, step 1.391 s; ``--phases fabric`` (every group of a stage at
   once on the whole fabric, moesim.step.phased) 37.54 s (one run), step 1.415 s, top link
@@ -50,9 +67,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import resource
 import signal
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from types import FrameType
 
 from moesim.model import ModelConfig, get_model
@@ -104,6 +126,52 @@ def simai_spec(gpus: int, gpu: str, microbatches: int | None = None) -> StepSpec
                     seq_len=4096, schedule="interleaved")
 
 
+SCENARIO = """version: 2
+name: bench-step-{gpus}
+description: benchmarks/bench_step.py's fast step as a scenario (moesim step, whole process)
+seed: 0
+mode: fast
+model: moe-1t
+hardware: {{gpu: {gpu}}}
+fabric:
+  preset: rail-h200-4096
+  params: {{hosts: {hosts}, gpu: {gpu}}}
+  multipath: dmodk
+  batch_window_rel: 0.02
+layout: {{tp: 1, pp: {pp}, ep: {ep}, dp: {dp}}}
+schedule: 1f1b
+workload: {{global_batch: {batch}, micro_batch_size: 1, seq_len: 4096}}
+"""
+
+
+def time_cli(spec: StepSpec, gpus: int, gpu: str, repeats: int) -> None:
+    """Time whole ``moesim step`` processes (import, scenario, fabric, every MoE layer routed,
+    report) on ``spec`` written as a scenario; print each wall time and the median."""
+    text = SCENARIO.format(gpus=gpus, gpu=gpu, hosts=gpus // 8, pp=PP, ep=EP,
+                           dp=spec.layout.dp, batch=spec.microbatches * spec.layout.dp)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.yaml"
+        path.write_text(text)
+        walls, cpus = [], []
+        for _ in range(repeats):
+            t0, c0 = time.perf_counter(), _children_cpu_s()
+            out = subprocess.run([sys.executable, "-m", "moesim.cli", "step", str(path), "-q"],
+                                 check=True, capture_output=True, text=True).stdout
+            walls.append(time.perf_counter() - t0)
+            cpus.append(_children_cpu_s() - c0)
+            step = next(line for line in out.splitlines() if "step time" in line)
+            print(f"  whole process {walls[-1]:.2f} s  cpu {cpus[-1]:.2f} s  "
+                  f"{' '.join(step.split())}")
+    print(f"median {statistics.median(walls):.2f} s  min {min(walls):.2f} s  "
+          f"cpu median {statistics.median(cpus):.2f} s  (moesim step)")
+
+
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of the finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 class WallCap(Exception):
     """The full-mode run hit ``--max-wall-s``."""
 
@@ -130,14 +198,23 @@ def main() -> None:
     ap.add_argument("--shape", choices=("1t", "simai"), default="1t",
                     help="1t: the step of the module docstring; simai: SimAI's example layout "
                     "(TP2 EP16 PP12 VPP8 GA24, simai_spec)")
+    ap.add_argument("--cli", action="store_true",
+                    help="time whole `moesim step` processes on the 1t step as a scenario "
+                    "(fast mode, every MoE layer routed) instead of run_step in this process")
     args = ap.parse_args()
+    if args.cli and (args.shape != "1t" or args.mode != "fast" or args.layers):
+        ap.error("--cli times the default fast 1t step only")
     spec = (simai_spec(args.gpus, args.gpu, args.microbatches) if args.shape == "simai" else
             make_spec(args.gpus, args.global_batch, args.microbatches, args.gpu, args.layers))
     print(f"{args.mode}: {args.gpus} GPUs, {spec.layout}, {spec.microbatches} micro-batches, "
           f"{spec.model.num_layers} layers")
-    walls = []
+    if args.cli:
+        time_cli(spec, args.gpus, args.gpu, args.repeats)
+        return
+    walls: list[float] = []
+    cpus: list[float] = []
     for _ in range(args.repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if args.mode == "fast":
             res = run_step(spec, Fast(routing_draws=args.routing_draws or None,
                                           phases=args.phases))
@@ -152,11 +229,13 @@ def main() -> None:
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         walls.append(time.perf_counter() - t0)
-        print(f"  wall {walls[-1]:.2f} s  step {res.step_time_s:.3f} s  MFU {res.mfu:.3f}  "
+        cpus.append(time.process_time() - c0)
+        print(f"  wall {walls[-1]:.2f} s  cpu {cpus[-1]:.2f} s  step {res.step_time_s:.3f} s  "
+              f"MFU {res.mfu:.3f}  "
               f"top link {res.top_link or '-'}  "
               + " ".join(f"{k}={v:.3f}" for k, v in res.breakdown_s.items() if v))
     print(f"median {statistics.median(walls):.2f} s  min {min(walls):.2f} s  "
-          f"({dataclasses.asdict(spec.layout)})")
+          f"cpu median {statistics.median(cpus):.2f} s  ({dataclasses.asdict(spec.layout)})")
 
 
 if __name__ == "__main__":
