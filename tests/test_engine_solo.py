@@ -105,3 +105,45 @@ def test_a_lone_flow_skips_the_solver_and_a_second_one_joins_it(
     env.run(third)
     assert net.solves >= 1
     assert net.flows["start_s"][1] == t0 and net.flows["start_s"][2] == t0 + 5e-6
+
+
+def _beside(solo: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[FlowNetwork, list[bool]]:
+    """Two transfers into GPU 4 (solved: they share its link); while they run, 8 -> 12
+    starts on links of its own, then 9 -> 12 joins it on GPU 12's link. Returns the network
+    and, per transfer, whether it started alone beside solved flows."""
+    with monkeypatch.context() as m:
+        if not solo:
+            m.setattr(FlowNetwork, "_alone_pairs", lambda self, net: None)
+        env = simpy.Environment()
+        net = FlowNetwork(env, Router(fabric_from_graph(build_graph(RAIL)), "dmodk"))
+        beside: list[bool] = []
+
+        def send(delay_s: float, src: int, dst: int, size: float
+                 ) -> simpy.events.ProcessGenerator:
+            yield env.timeout(delay_s)
+            done = net.transfer(src, dst, size)
+            fid = len(net.flows["src"]) - 1
+            beside.append(net.active.n > 0 and fid in net._solos.flows)
+            yield done
+
+        gid, _ = net.expect(2)
+        net.start([0, 1], [4, 4], [2e6, 3e6], gid)  # one call: solved together from the start
+        for args in ((2e-5, 8, 12, 1e6), (3e-5, 9, 12, 1e6)):
+            env.process(send(*args))
+        env.run()
+        return net, beside
+
+
+def test_a_flow_alone_on_its_links_skips_the_solver_beside_solved_flows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 -> 12 runs in closed form while the two flows into GPU 4 are solved elsewhere; when
+    9 -> 12 comes, it joins the solver part-drained; every time equals the solver path's."""
+    fast, beside = _beside(True, monkeypatch)
+    slow, never = _beside(False, monkeypatch)
+    assert beside == [True, False] and not any(never)
+    assert fast.solves < slow.solves
+    for col in ("drain_s", "finish_s", "rate_Bps"):
+        np.testing.assert_allclose(fast.flows[col], slow.flows[col], rtol=1e-12, err_msg=col)
+    np.testing.assert_allclose(fast.stats.bytes, slow.stats.bytes, rtol=1e-9, atol=1e-3)
+    np.testing.assert_allclose(fast.stats.busy_s, slow.stats.busy_s, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(fast.stats.peak_util, slow.stats.peak_util, rtol=1e-12)

@@ -63,9 +63,10 @@ class ActiveFlows:
 
     def add(
         self, ids: np.ndarray, size: np.ndarray, start_s: np.ndarray, links: np.ndarray,
-        wts: np.ndarray,
+        wts: np.ndarray, rem: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Append flows; ``links``/``wts`` are their full padded routes, hops x flows.
+        """Append flows of ``size`` bytes with ``rem`` left (default: all of them);
+        ``links``/``wts`` are their full padded routes, hops x flows.
 
         Returns their solver routes (``None`` weights: all 1)."""
         links, wts = self._solve_routes(links, wts)
@@ -73,8 +74,8 @@ class ActiveFlows:
         lo, hi = self.n, self.n + ids.size
         self._reserve(hi, links.shape[0], weighted=not unit)
         self._ids[lo:hi] = ids
-        self._state[:, lo:hi] = (size, np.zeros(ids.size), np.full(ids.size, np.nan), start_s,
-                                 size * 1e-12)
+        self._state[:, lo:hi] = (size if rem is None else rem, np.zeros(ids.size),
+                                 np.full(ids.size, np.nan), start_s, size * 1e-12)
         self._links[: links.shape[0], lo:hi] = links
         self._links[links.shape[0] :, lo:hi] = self.pad
         if self._wts is not None:

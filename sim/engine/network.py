@@ -9,8 +9,9 @@ of that instant. A solve re-computes only the flows whose rates the change can
 reach; the others keep their rates exactly.
 
 A flow's last byte arrives ``latency_s`` (its path latency) after it drains. Flows that start
-alone on their links while no solved flow is active are timed in closed form
-(:mod:`moesim.engine.solo`) until a flow joins one of their links.
+alone on their links (no other flow, solved or not, on any of them) are timed in closed form
+(:mod:`moesim.engine.solo`, :mod:`moesim.engine.solorun`) until a flow joins one of their
+links.
 
 Finish batching (``batch_window_rel`` = eps > 0) trades exactness for fewer
 solves (:mod:`moesim.engine.batching`): flows due to drain close together finish in
@@ -43,10 +44,11 @@ from moesim.engine.late import LateEvent
 from moesim.engine.linkstats import LinkStats
 from moesim.engine.ratesolver import RateSolver
 from moesim.engine.routing import Router
-from moesim.engine.solo import SoloSet, alone, moved_bytes
+from moesim.engine.solo import SoloSet
+from moesim.engine.solorun import SoloFlows
 
 
-class FlowNetwork:
+class FlowNetwork(SoloFlows):
     """Runs flows over ``router``'s fabric in ``env``.
 
     Use :meth:`expect` to make a completion group, then :meth:`start` flows
@@ -130,7 +132,7 @@ class FlowNetwork:
             if pairs is not None:
                 self._go_solo(net, *pairs)
                 return ids
-            self._materialize()
+            self._materialize(net)
             self._pending.append(net)
             self._request_update()
         return ids
@@ -231,7 +233,8 @@ class FlowNetwork:
         wts = np.zeros(links.shape)
         links[row, col], wts[row, col] = link, wt
         fl = self.flows.col
-        slinks, swts = self.active.add(new, fl["size_bytes"][new], fl["start_s"][new], links, wts)
+        slinks, swts = self.active.add(new, fl["size_bytes"][new], fl["start_s"][new], links, wts,
+                                       rem=fl["rem_bytes"][new])
         self.rates.enter(slinks, swts)
         self._young[slinks] = now
         self._young[-1] = -np.inf
@@ -250,7 +253,7 @@ class FlowNetwork:
             self.flows.col["bottleneck"][ids] = alloc.bottleneck_link
             self._load = self.rates.load[self._load_of]
         if not self._replaying:  # a replay's samples were taken when its flows started
-            self.stats.sample(now, self._load, self._flows_on)
+            self.stats.sample(now, self._sampled_load(), self._flows_on)
 
     def _plan(self, now: float) -> None:
         """Mark the next batch of drains and schedule the wake-up at its end."""
@@ -266,71 +269,6 @@ class FlowNetwork:
         if now != self.env.now:  # a late join (_materialize): wake at now + wake_s
             wake_s = max(now + wake_s - self.env.now, 0.0)
         LateEvent(self.env, wake_s, self._on_event, self._gen)
-
-    # ------------------------------------------------ flows alone (moesim.engine.solo)
-    def _alone_pairs(self, net: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The hops of the new flows ``net`` (:meth:`_pairs`) if they can run alone: no solved
-        flow active or due to join at this instant, and their links disjoint from each other
-        and from the solo flows'; else None."""
-        if self.active.n or self._pending or self._flush_at == self.env.now:
-            return None
-        pairs = self._pairs(net)
-        return pairs if self._solos.disjoint(pairs[0]) else None
-
-    def _go_solo(self, net: np.ndarray, hops: np.ndarray, wts: np.ndarray,
-                 owner: np.ndarray) -> None:
-        """Run the flows ``net`` (hops ``hops`` of weights ``wts``, ``owner`` their position in
-        ``net``) alone: the rates and counters a solve would give them, one wake-up each."""
-        now, fl = self.env.now, self.flows.col
-        ends = np.cumsum(np.bincount(owner, minlength=net.size))
-        for i, fid in enumerate(net.tolist()):
-            mine = slice(ends[i - 1] if i else 0, ends[i])
-            solo = alone(fid, now, float(fl["size_bytes"][fid]), hops[mine], wts[mine],
-                         self.active.solve_map, self._load_of, self.fabric.cap_Bps)
-            self._solos.add(solo)
-            fl["rate_Bps"][fid], fl["bottleneck"][fid] = solo.rate_Bps, solo.bottleneck
-            self._young[solo.solver_links] = now
-            self._flows_on += solo.count
-            LateEvent(self.env, solo.size_bytes / solo.rate_Bps, self._solo_done, fid)
-        self._load = self._solos.load_Bps.copy()
-        self.stats.sample(now, self._load, self._flows_on)
-
-    def _solo_done(self, event: simpy.events.Event) -> None:
-        fid = event.value
-        if fid not in self._solos.flows:
-            return  # it joined the active set (_materialize)
-        solo = self._solos.remove(fid)
-        now = self.env.now
-        dt = now - solo.t0_s
-        if dt > 0:
-            moved = moved_bytes(solo, dt)
-            self.stats.interval(solo.t0_s, dt, moved, solo.load_Bps)
-        self._t_last = now
-        self.flows.col["rem_bytes"][fid] = 0.0
-        self._flows_on -= solo.count
-        self._complete(np.array([fid]), np.array([solo.drain_s]))
-        self._load = self._solos.load_Bps.copy()
-        self.stats.sample(now, self._load, self._flows_on)
-        self._gen += 1
-
-    def _materialize(self) -> None:
-        """The solo flows join the active set as of their starts, as if they had joined
-        then: one update per start instant before now (without new samples: the solo path
-        took them); those of this instant join with the flows starting now."""
-        solos = self._solos.clear()
-        if not solos:
-            return
-        for solo in solos:
-            self._flows_on -= solo.count
-        self._replaying = True
-        try:
-            for t0 in sorted({solo.t0_s for solo in solos}):
-                self._pending.append(np.array([s.fid for s in solos if s.t0_s == t0]))
-                if t0 < self.env.now:
-                    self._update(t0)
-        finally:
-            self._replaying = False
 
     def _complete(self, ids: np.ndarray, drain_s: np.ndarray) -> None:
         fl = self.flows.col

@@ -4,11 +4,10 @@ Most point-to-point sends of a pipelined step start on an idle network and drain
 next flow starts (fast mode at 9,216 GPUs: 839 of 840 pipeline sends); the sends of one ring
 step of a TP group cross disjoint links. A flow whose links no other flow uses gets, under
 max-min sharing, the least ``cap / weight`` over them and drains ``size / rate`` later.
-While no solver flow is active, :class:`moesim.engine.network.FlowNetwork` runs such flows here
-(:class:`SoloSet`), charging the link counters as a solve would, and skips their rate solves.
-When a flow starts that shares a link with one of them, or cannot be timed alone, they all
-join the active set *as of their own starts* (``FlowNetwork._materialize``), and the run goes
-on as if they had never been alone. Tested against the solver path in
+:class:`moesim.engine.network.FlowNetwork` runs such flows here (:class:`SoloSet`), charging the
+link counters as a solve would, and skips their rate solves, whether or not solved flows run
+elsewhere; when a flow comes to share a link with one of them, it joins the solved flows
+(:mod:`moesim.engine.solorun`: how and when). Tested against the solver path in
 ``tests/test_engine_solo.py``.
 """
 
@@ -49,6 +48,7 @@ class SoloSet:
         self.flows: dict[int, Solo] = {}
         self.on = np.zeros(n_links, dtype=np.int64)  # hops of solo flows per link
         self.load_Bps = np.zeros(n_links)
+        self.owner = np.full(n_links, -1, dtype=np.int64)  # the solo flow on each link
 
     def disjoint(self, hops: np.ndarray) -> bool:
         """Whether flows with these hops (all of them, together) cross no link twice and no
@@ -60,12 +60,19 @@ class SoloSet:
         self.flows[solo.fid] = solo
         self.on += solo.count
         self.load_Bps += solo.load_Bps
+        self.owner[solo.hops] = solo.fid
 
     def remove(self, fid: int) -> Solo:
         solo = self.flows.pop(fid)
         self.on -= solo.count
         self.load_Bps -= solo.load_Bps  # disjoint links: back to exactly 0 there
+        self.owner[solo.hops] = -1
         return solo
+
+    def sharing(self, hops: np.ndarray) -> list[int]:
+        """The solo flows on any of the links ``hops``, by id."""
+        owners = self.owner[hops]
+        return np.unique(owners[owners >= 0]).tolist()
 
     def clear(self) -> list[Solo]:
         """Every solo flow, by start time, removed from the set."""
@@ -73,6 +80,7 @@ class SoloSet:
         self.flows.clear()
         self.on[:] = 0
         self.load_Bps[:] = 0.0
+        self.owner[:] = -1
         return out
 
 
