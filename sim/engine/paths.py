@@ -12,6 +12,8 @@ gathers for any number of (row, node, k) at once.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from moesim.engine.fabric import Fabric
@@ -37,34 +39,47 @@ class LinkOrder:
     def block_size(self) -> int:
         return max(1, BLOCK_ELEMENTS // max(self.order.size, len(self.fabric.node_names)))
 
+    @cached_property
+    def _into(self) -> tuple[np.ndarray, np.ndarray]:
+        """Links grouped by head node: (offsets, n_nodes + 1; their tails)."""
+        n_nodes = len(self.fabric.node_names)
+        order = np.argsort(self.fabric.link_dst, kind="stable")
+        seg = np.concatenate(([0], np.cumsum(np.bincount(self.fabric.link_dst,
+                                                          minlength=n_nodes))))
+        return seg, self.fabric.link_src[order]
+
     def distances(self, dst_nodes: np.ndarray) -> np.ndarray:
         """Hop distance (destinations x nodes) of every node to each of ``dst_nodes``; -1 if
-        unreachable."""
+        unreachable. A sparse reverse search: each level expands only the frontier's
+        in-links (every link once per destination, not once per level)."""
         n_dst, n_nodes = dst_nodes.size, len(self.fabric.node_names)
-        rows = np.arange(n_dst)
-        dist = np.full((n_dst, n_nodes), -1, dtype=np.int32)
-        dist[rows, dst_nodes] = 0
-        frontier = np.zeros((n_dst, n_nodes), dtype=bool)
-        frontier[rows, dst_nodes] = True
+        seg, tail = self._into
+        dist = np.full(n_dst * n_nodes, -1, dtype=np.int32)
+        stamp = np.zeros(n_dst * n_nodes, dtype=np.int64)  # dedup of (row, node) pairs
+        row, node = np.arange(n_dst), np.asarray(dst_nodes, dtype=np.int64)
+        dist[row * n_nodes + node] = 0
         level = 0
-        starts = self.seg[self.sources]
-        while frontier.any():
+        while row.size:
             level += 1
-            reached = np.logical_or.reduceat(frontier[:, self.dst], starts, axis=1)
-            new = reached & (dist[:, self.sources] < 0)
-            sub = dist[:, self.sources]
-            sub[new] = level
-            dist[:, self.sources] = sub
-            frontier[:] = False
-            frontier[:, self.sources] = new & ~self.is_gpu[self.sources]
-        return dist
+            count = seg[node + 1] - seg[node]
+            at = np.repeat(np.arange(node.size), count)
+            pos = np.arange(at.size) - np.repeat(np.cumsum(count) - count, count) + seg[node][at]
+            cell = row[at] * n_nodes + tail[pos]
+            cell = cell[dist[cell] < 0]
+            stamp[cell] = np.arange(cell.size)
+            cell = cell[stamp[cell] == np.arange(cell.size)]
+            dist[cell] = level
+            row, node = np.divmod(cell, n_nodes)
+            inner = ~self.is_gpu[node]  # GPUs are endpoints: reached, never expanded
+            row, node = row[inner], node[inner]
+        return dist.reshape(n_dst, n_nodes)
 
 
 class NextHops:
     """Links that step closer, per (destination row, node), for one block of destinations."""
 
     def __init__(self, links: LinkOrder, dist: np.ndarray, dst_nodes: np.ndarray) -> None:
-        n_dst, n_links = dist.shape[0], links.order.size
+        n_links = links.order.size
         head = dist[:, links.dst]
         ok = (head == dist[:, links.src] - 1) & (head >= 0)
         ok &= ~links.is_gpu[links.dst] | (links.dst[None, :] == dst_nodes[:, None])
@@ -72,18 +87,20 @@ class NextHops:
         self.ok = ok
         self.dst_nodes = dst_nodes
         self.n_links = n_links
-        self.before = np.zeros((n_dst, n_links + 1), dtype=np.int64)  # ok links before position
-        np.cumsum(ok, axis=1, out=self.before[:, 1:])
-        self.row_base = np.concatenate(([0], np.cumsum(self.before[:, -1])[:-1]))
-        self.flat = np.flatnonzero(ok)  # (row * n_links + position) of every ok link
+        self.flat = np.flatnonzero(ok)  # (row * n_links + position) of every ok link, sorted
+
+    def _first(self, row: np.ndarray, position: np.ndarray) -> np.ndarray:
+        """Rank in ``flat`` of row's first ok link at or after ``position`` (a search, not a
+        running count over every link)."""
+        return np.searchsorted(self.flat, row * self.n_links + position)
 
     def count(self, row: np.ndarray, node: np.ndarray) -> np.ndarray:
         seg = self.links.seg
-        return self.before[row, seg[node + 1]] - self.before[row, seg[node]]
+        return self._first(row, seg[node + 1]) - self._first(row, seg[node])
 
     def pick(self, row: np.ndarray, node: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Link id of the ``k``-th (0-based) closer link of ``node`` towards row's destination."""
-        rank = self.row_base[row] + self.before[row, self.links.seg[node]] + k
+        rank = self._first(row, self.links.seg[node]) + k
         return self.links.order[self.flat[rank] - row * self.n_links]
 
 
