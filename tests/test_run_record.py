@@ -1,4 +1,5 @@
-"""The run record (issue 17): attribution and the critical path are functions of the record.
+"""The run record (issue 17): attribution, the critical path, the group trace and the saved
+timeline are functions of the record.
 
 The simulators fill the record's evidence (group: :class:`GroupEvidence`; full mode:
 :class:`WalkRecord`); attribution and the walk read only it. Checked three ways: the readers'
@@ -29,7 +30,7 @@ from moesim.scenario import load_scenario_file
 from moesim.scenarios import resolve
 
 READERS = ("moesim.results.attribution", "moesim.results.critical_path",
-           "moesim.results.run_file")
+           "moesim.results.run_file", "moesim.results.trace", "moesim.results.timeline")
 ALLOWED = {"results", "calibration", "errors", "io"}
 """What the readers may reach: records, constants, errors and file reading."""
 

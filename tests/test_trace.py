@@ -1,4 +1,7 @@
-"""The Chrome-trace writer and the saved run record, on ep8-hot-expert (a fast scenario)."""
+"""The Chrome-trace writer and the saved run record, on ep8-hot-expert (a fast scenario).
+
+Both are written from the result record (evidence + timeline); the live simulation of the
+same scenario (deterministic) is the reference they are checked against."""
 
 from __future__ import annotations
 
@@ -39,12 +42,12 @@ def sim() -> Simulation:
 
 @pytest.fixture(scope="module")
 def result(sim: Simulation) -> Result:
-    return run_scenario(load_scenario_file(resolve("ep8-hot-expert")))
+    return run_scenario(load_scenario_file(resolve("ep8-hot-expert")), timeline=True)
 
 
 @pytest.fixture(scope="module")
-def trace(sim: Simulation, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    path = write_chrome_trace(sim, tmp_path_factory.mktemp("trace") / "t.json", top_links=10)
+def trace(result: Result, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    path = write_chrome_trace(result, tmp_path_factory.mktemp("trace") / "t.json", top_links=10)
     return json.loads(path.read_text())  # the file is valid JSON
 
 
@@ -155,10 +158,10 @@ def test_critical_spans_are_the_last_to_finish(sim: Simulation, trace: dict[str,
 
 
 def test_counters_are_the_busiest_links_utilisation(
-    sim: Simulation, trace: dict[str, Any]
+    sim: Simulation, result: Result, trace: dict[str, Any]
 ) -> None:
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
-    links = busiest_links(sim, 10)
+    links = np.flatnonzero(sim.net.stats.bytes > 0)[busiest_links(result.timeline, 10)]
     assert len(links) == 10
     bytes_moved = sim.net.stats.bytes
     assert np.all(np.diff(bytes_moved[links]) <= 0)  # busiest first
@@ -190,8 +193,8 @@ def test_run_record_holds_spans_links_and_attribution(
 ) -> None:
     res = result
     assert res.step_time_s == sim.step_time_s  # deterministic: the same actual run
-    rec = json.loads(save_run(sim, res, tmp_path / "run.json").read_text())
-    assert rec == json.loads(json.dumps(run_record(sim, res)))
+    rec = json.loads(save_run(res, tmp_path / "run.json").read_text())
+    assert rec == json.loads(json.dumps(run_record(res)))
     assert rec["format"] == FORMAT and rec["scenario"] == "ep8-hot-expert"
     assert np.array_equal(np.array(rec["start_s"]), sim.trace.start_s)
     assert np.array_equal(np.array(rec["end_s"]), sim.trace.end_s)
@@ -216,7 +219,7 @@ def test_run_options_write_the_trace_and_the_run_record(
     @trace_option
     @save_run_option
     def fake_run(trace_path: str | None, run_path: str | None) -> None:
-        for path in write_run_files(sim.scenario, result, trace_path, run_path):
+        for path in write_run_files(result, trace_path, run_path):
             click.echo(path.name)
 
     out = CliRunner().invoke(fake_run, ["--trace", str(tmp_path / "t.json"),
@@ -225,4 +228,7 @@ def test_run_options_write_the_trace_and_the_run_record(
     assert out.output.split() == ["t.json", "r.json"]
     check_format(json.loads((tmp_path / "t.json").read_text()))
     assert json.loads((tmp_path / "r.json").read_text())["end_s"] == sim.trace.end_s.tolist()
-    assert write_run_files(sim.scenario, result) == []
+    assert write_run_files(result) == []
+    with pytest.raises(ValueError, match="no group timeline"):  # kept only when asked
+        plain = run_scenario(load_scenario_file(resolve("ep8-balanced")))
+        write_run_files(plain, run_path=tmp_path / "x.json")

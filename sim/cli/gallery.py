@@ -37,11 +37,11 @@ def run_case(name: str, out: Path) -> Path:
     spec = spec_for(scn)
     if not isinstance(spec, GroupSpec):
         raise click.UsageError(f"gallery case {name} must be a group-mode scenario")
-    res = run_scenario(scn)
+    res = run_scenario(scn, timeline=True)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     (runs / f"{name}.result.json").write_text(res.to_json())
-    write_run_files(spec, res, run_path=runs / f"{name}.run.json")
+    write_run_files(res, run_path=runs / f"{name}.run.json")
     return runs / f"{name}.run.json"
 
 

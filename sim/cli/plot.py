@@ -4,8 +4,7 @@
 drawing code lives in ``plots/`` and is imported inside the command, so importing
 ``sim`` never pulls in the plotting library. For ``moesim run``: :func:`trace_option` and
 :func:`save_run_option` add ``--trace FILE`` / ``--save-run FILE``, and
-:func:`write_run_files` writes them (one extra simulation of the actual run; the
-simulator is deterministic, so it is the run behind the result).
+:func:`write_run_files` writes them from the result record (its evidence and timeline).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from moesim.cli.files import check_outputs, output_file
 from moesim.cli.progress import Ticker, quiet_option
 from moesim.errors import ConfigError, MoesimError
 from moesim.results.result import Result
-from moesim.scenario.schema import GroupSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 KINDS = ("congestion", "timeline", "breakdown", "stragglers", "sweep")
@@ -46,14 +44,6 @@ def save_run_option(fn: F) -> F:
     )(fn)
 
 
-def write_trace(scn: GroupSpec, path: str | Path) -> Path:
-    """Simulate ``scn`` once and write its Chrome trace to ``path``."""
-    from moesim.results.trace import write_chrome_trace
-    from moesim.runner.group import simulate
-
-    return write_chrome_trace(simulate(scn), path)
-
-
 def write_step_run(result: Result, path: str | Path) -> Path:
     """Write the saved record of a full- or fast-mode ``result`` (``--save-run``)."""
     from moesim.results.run_file import save_step_run
@@ -64,27 +54,25 @@ def write_step_run(result: Result, path: str | Path) -> Path:
 
 
 def write_run_files(
-    scn: GroupSpec,
     result: Result,
     trace_path: str | Path | None = None,
     run_path: str | Path | None = None,
 ) -> list[Path]:
-    """Write the trace and/or run record of ``scn`` (whose result is ``result``)."""
+    """Write the trace and/or run record of the group run recorded in ``result`` (run with
+    ``timeline=True``)."""
     if trace_path is None and run_path is None:
         return []
     from moesim.results.timeline import save_run
     from moesim.results.trace import write_chrome_trace
-    from moesim.runner.group import simulate
 
-    sim = simulate(scn)
     written = []
     if trace_path is not None:
         with output_file("--trace", trace_path) as tmp:
-            write_chrome_trace(sim, tmp)
+            write_chrome_trace(result, tmp)
         written.append(Path(trace_path))
     if run_path is not None:
         with output_file("--save-run", run_path) as tmp:
-            save_run(sim, result, tmp)
+            save_run(result, tmp)
         written.append(Path(run_path))
     return written
 

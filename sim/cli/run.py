@@ -74,7 +74,7 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
     label = f"{click.get_current_context().info_name} {scn.name}"  # run, or its alias step
     if isinstance(spec, GroupSpec):
         with Ticker(label, quiet):
-            res = run_scenario(scn, mode)
+            res = run_scenario(scn, mode, timeline=bool(trace_path or run_path))
     else:
         bar = Bar(f"{label} ({mode})", "backward pass", quiet)
         with bar, watching(bar if bar.enabled else None, bin_links=bool(trace_path)):
@@ -88,7 +88,7 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
     if notice.getvalue():
         click.echo(notice.getvalue().rstrip("\n"), err=True)
     emit(res.to_json() if as_json else record_text(res), [
-        lambda: isinstance(spec, GroupSpec) and write_run_files(spec, res, trace_path, run_path),
+        lambda: isinstance(spec, GroupSpec) and write_run_files(res, trace_path, run_path),
         lambda: run_path and not isinstance(spec, GroupSpec) and write_step_run(res, run_path),
         lambda: out and write_atomic(out, res.to_json(), "--out"),
     ])

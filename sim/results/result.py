@@ -17,7 +17,9 @@ Full and fast modes (the whole step): ``mfu``, ``tflops_per_gpu``, ``last_rank``
 ``evidence`` (not in :meth:`Result.to_dict`: it is bulky; :mod:`moesim.results.run_file` saves
 it) is what attribution and the critical path were read from: a
 :class:`moesim.results.group_record.GroupEvidence` in group mode, a
-:class:`moesim.results.walk_record.WalkRecord` in full mode, None in fast mode.
+:class:`moesim.results.walk_record.WalkRecord` in full mode, None in fast mode. ``timeline``
+(group mode, when asked: :class:`moesim.results.group_timeline.GroupTimeline`) is what the
+Chrome trace and the saved run's timeline add to it.
 """
 
 from __future__ import annotations
@@ -97,11 +99,12 @@ class Result:
     engine: dict[str, Any] = field(default_factory=dict)
     setting: dict[str, Any] = field(default_factory=dict)
     evidence: Any = field(default=None, compare=False, repr=False)  # module docstring
+    timeline: Any = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The summary keys in plain types (``evidence`` left out)."""
-        out = asdict(replace(self, evidence=None))
-        del out["evidence"]
+        """The summary keys in plain types (``evidence`` and ``timeline`` left out)."""
+        out = asdict(replace(self, evidence=None, timeline=None))
+        del out["evidence"], out["timeline"]
         return out
 
     def to_json(self, indent: int | None = 2) -> str:

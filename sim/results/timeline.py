@@ -1,7 +1,8 @@
 """Save one run's timeline (per-rank spans, link utilisation) with its result, for plots.
 
 The figures in ``plots/`` read only this file (and result / sweep files), never live
-objects. Layout of the JSON (``format: moesim-run/1``)::
+objects; it is written from the result record alone (its evidence and timeline). Layout of
+the JSON (``format: moesim-run/1``)::
 
     scenario, seed, step_time_s, balanced_step_time_s, uncongested_step_time_s,
     tokens_per_s, dropped_tokens, breakdown_s {name: s}, stragglers [{rank, cause,
@@ -27,42 +28,42 @@ import numpy as np
 
 from moesim.results.result import Result
 from moesim.results.run_file import evidence_dict
-from moesim.results.simulation import GroupRun
+from moesim.results.trace import label, parts
 
 FORMAT = "moesim-run/1"
 UTIL_DECIMALS = 4
 
 
-def _links(sim: GroupRun) -> dict[str, Any]:
-    stats, fab = sim.net.stats, sim.fabric
-    used = np.flatnonzero(stats.bytes > 0)
-    times, util = stats.timeline()
+def _links(res: Result) -> dict[str, Any]:
+    _, tl = parts(res)
     return {
-        "id": [fab.link_name(int(i)) for i in used],
-        "tier": [str(fab.tier[i]) for i in used],
-        "bytes": [float(stats.bytes[i]) for i in used],
-        "times_s": [float(t) for t in times],
-        "util": np.round(util[:, used].astype(np.float64), UTIL_DECIMALS).tolist(),
+        "id": list(tl.link_names),
+        "tier": list(tl.link_tiers),
+        "bytes": [float(b) for b in tl.link_bytes],
+        "times_s": [float(t) for t in tl.times_s],
+        "util": np.round(tl.util, UTIL_DECIMALS).tolist(),
     }
 
 
-def _phases(sim: GroupRun) -> list[dict[str, Any]]:
-    critical = np.argmax(sim.trace.end_s, axis=1)
+def _phases(res: Result) -> list[dict[str, Any]]:
+    ev, _ = parts(res)
+    critical = np.argmax(ev.end_s, axis=1)
     return [
         {
-            "index": ph.index,
-            "layer": ph.layer,
-            "name": ph.name,
-            "label": ph.label,
-            "a2a": ph.is_a2a,
-            "critical_rank": int(critical[ph.index]),
+            "index": p,
+            "layer": int(ev.layer[p]),
+            "name": name,
+            "label": label(ev, p),
+            "a2a": bool(ev.is_a2a[p]),
+            "critical_rank": int(critical[p]),
         }
-        for ph in sim.trace.phases
+        for p, name in enumerate(ev.phase)
     ]
 
 
-def run_record(sim: GroupRun, result: Result) -> dict[str, Any]:
-    """The saved-run record of ``sim`` (the actual run behind ``result``)."""
+def run_record(result: Result) -> dict[str, Any]:
+    """The saved-run record of the group run recorded in ``result`` (with its timeline)."""
+    ev, tl = parts(result)
     return {
         "format": FORMAT,
         "scenario": result.scenario,
@@ -74,19 +75,17 @@ def run_record(sim: GroupRun, result: Result) -> dict[str, Any]:
         "dropped_tokens": result.dropped_tokens,
         "breakdown_s": dict(result.breakdown_s),
         "stragglers": [asdict(s) for s in result.stragglers],
-        "ranks": [
-            {"rank": r, "gpu": sim.fabric.gpu_name(int(g))} for r, g in enumerate(sim.gpus)
-        ],
-        "phases": _phases(sim),
-        "start_s": sim.trace.start_s.tolist(),
-        "end_s": sim.trace.end_s.tolist(),
-        "links": _links(sim),
+        "ranks": [{"rank": r, "gpu": gpu} for r, gpu in enumerate(ev.gpu)],
+        "phases": _phases(result),
+        "start_s": tl.start_s.tolist(),
+        "end_s": ev.end_s.tolist(),
+        "links": _links(result),
         "evidence": evidence_dict(result),
     }
 
 
-def save_run(sim: GroupRun, result: Result, path: str | Path) -> Path:
-    """Write :func:`run_record` of ``sim`` and ``result`` to ``path`` as JSON."""
+def save_run(result: Result, path: str | Path) -> Path:
+    """Write :func:`run_record` of ``result`` to ``path`` as JSON."""
     out = Path(path)
-    out.write_text(json.dumps(run_record(sim, result), separators=(",", ":")))
+    out.write_text(json.dumps(run_record(result), separators=(",", ":")))
     return out

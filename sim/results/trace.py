@@ -13,6 +13,9 @@ Events used here:
 - ``ph "s"``/``"f"`` flow events (cat ``critical``) chaining, phase after phase,
   the span of the rank that finished that phase last (those spans carry
   ``args.critical = true``), plus an instant ``ph "i"`` at each such finish.
+
+It reads the run's record only: the result, its evidence (phases, finish times, GPU names)
+and its timeline (phase starts, link load samples), :mod:`moesim.results.group_timeline`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from moesim.results.simulation import GroupRun
+from moesim.results.group_record import GroupEvidence
+from moesim.results.group_timeline import GroupTimeline
+from moesim.results.result import Result
 
 US_PER_S = 1e6
 COMPUTE_TID = 0
@@ -38,10 +43,24 @@ def _meta(name: str, pid: int, args: dict[str, Any], tid: int = 0) -> dict[str, 
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
 
 
-def _metadata(sim: GroupRun, links_pid: int) -> list[dict[str, Any]]:
+def label(ev: GroupEvidence, p: int) -> str:
+    """Phase ``p``'s name in the trace and the saved run, e.g. ``L0.dispatch``."""
+    return f"L{int(ev.layer[p])}.{ev.phase[p]}"
+
+
+def parts(res: Result) -> tuple[GroupEvidence, GroupTimeline]:
+    """``res``'s evidence and timeline (ValueError if it kept no timeline)."""
+    if not isinstance(res.evidence, GroupEvidence) or not isinstance(res.timeline,
+                                                                     GroupTimeline):
+        raise ValueError("the result keeps no group timeline: run the group scenario with "
+                         "timeline=True")
+    return res.evidence, res.timeline
+
+
+def _metadata(ev: GroupEvidence, links_pid: int) -> list[dict[str, Any]]:
     events = []
-    for rank, gpu in enumerate(sim.gpus):
-        label = f"rank {rank} ({sim.fabric.gpu_name(int(gpu))})"
+    for rank, gpu in enumerate(ev.gpu):
+        label = f"rank {rank} ({gpu})"
         events.append(_meta("process_name", rank, {"name": label}))
         events.append(_meta("process_sort_index", rank, {"sort_index": rank}))
         for tid, name in THREADS.items():
@@ -52,30 +71,32 @@ def _metadata(sim: GroupRun, links_pid: int) -> list[dict[str, Any]]:
     return events
 
 
-def critical_ranks(sim: GroupRun) -> np.ndarray:
+def critical_ranks(ev: GroupEvidence) -> np.ndarray:
     """Per phase, the rank that finished it last (ties: the lowest rank)."""
-    return np.argmax(sim.trace.end_s, axis=1)
+    return np.argmax(ev.end_s, axis=1)
 
 
-def _span_events(sim: GroupRun, critical: np.ndarray) -> list[dict[str, Any]]:
-    tr = sim.trace
+def _span_events(ev: GroupEvidence, tl: GroupTimeline, critical: np.ndarray
+                 ) -> list[dict[str, Any]]:
     events = []
-    for ph in tr.phases:
-        tid = COMM_TID if ph.is_a2a else COMPUTE_TID
-        for rank in range(sim.gpus.size):
-            start, end = float(tr.start_s[ph.index, rank]), float(tr.end_s[ph.index, rank])
-            args: dict[str, Any] = {"layer": ph.layer, "phase": ph.name, "rank": rank}
-            if rank == critical[ph.index]:
+    for p, name in enumerate(ev.phase):
+        a2a = bool(ev.is_a2a[p])
+        tid = COMM_TID if a2a else COMPUTE_TID
+        for rank in range(len(ev.gpu)):
+            start, end = float(tl.start_s[p, rank]), float(ev.end_s[p, rank])
+            args: dict[str, Any] = {"layer": int(ev.layer[p]), "phase": name, "rank": rank}
+            if rank == critical[p]:
                 args["critical"] = True
             events.append({
-                "ph": "X", "name": ph.label, "cat": "a2a" if ph.is_a2a else "compute",
+                "ph": "X", "name": label(ev, p), "cat": "a2a" if a2a else "compute",
                 "pid": rank, "tid": tid, "ts": start * US_PER_S,
                 "dur": (end - start) * US_PER_S, "args": args,
             })
     return events
 
 
-def _critical_events(sim: GroupRun, critical: np.ndarray) -> list[dict[str, Any]]:
+def _critical_events(ev: GroupEvidence, tl: GroupTimeline, critical: np.ndarray
+                     ) -> list[dict[str, Any]]:
     """An instant at each critical finish, and a flow chaining consecutive critical spans.
 
     Each flow leaves its span just before that span ends and arrives just before the next
@@ -83,18 +104,17 @@ def _critical_events(sim: GroupRun, critical: np.ndarray) -> list[dict[str, Any]
     of a phase is never earlier than the last finish of the phase before (every rank
     finishes its phases in order), so the arrows point forward in time.
     """
-    tr = sim.trace
     events: list[dict[str, Any]] = []
     anchors = []
-    for ph in tr.phases:
-        rank = int(critical[ph.index])
-        start_us = float(tr.start_s[ph.index, rank]) * US_PER_S
-        end_us = float(tr.end_s[ph.index, rank]) * US_PER_S
-        tid = COMM_TID if ph.is_a2a else COMPUTE_TID
+    for p in range(len(ev.phase)):
+        rank = int(critical[p])
+        start_us = float(tl.start_s[p, rank]) * US_PER_S
+        end_us = float(ev.end_s[p, rank]) * US_PER_S
+        tid = COMM_TID if ev.is_a2a[p] else COMPUTE_TID
         inset_us = min((end_us - start_us) / 2, FLOW_INSET_US)
         anchors.append((rank, tid, end_us, end_us - inset_us))
         events.append({
-            "ph": "i", "name": f"critical {ph.label}", "cat": "critical", "s": "t",
+            "ph": "i", "name": f"critical {label(ev, p)}", "cat": "critical", "s": "t",
             "pid": rank, "tid": tid, "ts": end_us,
         })
     for i, (src, dst) in enumerate(pairwise(anchors)):
@@ -106,21 +126,20 @@ def _critical_events(sim: GroupRun, critical: np.ndarray) -> list[dict[str, Any]
     return events
 
 
-def busiest_links(sim: GroupRun, top: int) -> np.ndarray:
-    """Indices of the links that carried bytes, busiest (most bytes) first, at most ``top``."""
-    moved = sim.net.stats.bytes
-    used = np.flatnonzero(moved > 0)
-    return used[np.argsort(-moved[used], kind="stable")][:top]
+def busiest_links(tl: GroupTimeline, top: int) -> np.ndarray:
+    """Rows of ``tl``'s links (those that carried bytes), busiest (most bytes) first, at most
+    ``top``."""
+    return np.argsort(-tl.link_bytes, kind="stable")[:top]
 
 
-def _counter_events(sim: GroupRun, links_pid: int, top: int) -> list[dict[str, Any]]:
-    times, util = sim.net.stats.timeline()
+def _counter_events(tl: GroupTimeline, links_pid: int, top: int) -> list[dict[str, Any]]:
+    times, util = tl.times_s, tl.util
     events = []
-    for link in busiest_links(sim, top):
+    for link in busiest_links(tl, top):
         series = util[:, link]
         changed = np.ones(series.shape[0], dtype=bool)
         changed[1:] = series[1:] != series[:-1]
-        name = f"{sim.fabric.link_name(int(link))} [{sim.fabric.tier[link]}]"
+        name = f"{tl.link_names[link]} [{tl.link_tiers[link]}]"
         for t, u in zip(times[changed], series[changed], strict=True):
             events.append({
                 "ph": "C", "name": name, "pid": links_pid, "tid": 0,
@@ -142,29 +161,30 @@ def check_sequential(events: list[dict[str, Any]]) -> None:
                 raise ValueError(f"overlapping spans on track pid={key[0]} tid={key[1]}")
 
 
-def chrome_trace(sim: GroupRun, top_links: int = DEFAULT_TOP_LINKS) -> dict[str, Any]:
-    """The trace of ``sim`` as a Chrome-trace JSON object."""
-    links_pid = int(sim.gpus.size)
-    critical = critical_ranks(sim)
-    spans = _span_events(sim, critical)
+def chrome_trace(res: Result, top_links: int = DEFAULT_TOP_LINKS) -> dict[str, Any]:
+    """The trace of the group run recorded in ``res`` as a Chrome-trace JSON object."""
+    ev, tl = parts(res)
+    links_pid = len(ev.gpu)
+    critical = critical_ranks(ev)
+    spans = _span_events(ev, tl, critical)
     check_sequential(spans)
     events = (
-        _metadata(sim, links_pid)
+        _metadata(ev, links_pid)
         + spans
-        + _critical_events(sim, critical)
-        + _counter_events(sim, links_pid, top_links)
+        + _critical_events(ev, tl, critical)
+        + _counter_events(tl, links_pid, top_links)
     )
     return {
         "traceEvents": events,
         "displayTimeUnit": "ns",
-        "otherData": {"scenario": sim.scenario.name, "seed": sim.scenario.seed},
+        "otherData": {"scenario": res.scenario, "seed": res.seed},
     }
 
 
 def write_chrome_trace(
-    sim: GroupRun, path: str | Path, top_links: int = DEFAULT_TOP_LINKS
+    res: Result, path: str | Path, top_links: int = DEFAULT_TOP_LINKS
 ) -> Path:
-    """Write the trace of ``sim`` to ``path`` (JSON); returns the path."""
+    """Write the trace of the run recorded in ``res`` to ``path`` (JSON); returns the path."""
     out = Path(path)
-    out.write_text(json.dumps(chrome_trace(sim, top_links), separators=(",", ":")))
+    out.write_text(json.dumps(chrome_trace(res, top_links), separators=(",", ":")))
     return out

@@ -1,4 +1,5 @@
-"""Fill a group run's evidence record (:class:`GroupEvidence`) from the simulated runs.
+"""Fill a group run's evidence record (:class:`GroupEvidence`) from the simulated runs, and
+on request its timeline (:class:`GroupTimeline`).
 
 The one place that reads the simulator's objects for attribution: the phase trace, the
 routings, each all-to-all's byte matrix and completion values (the last-arriving flow per
@@ -14,6 +15,7 @@ import numpy as np
 
 from moesim.results.attribution import phase_ends
 from moesim.results.group_record import GroupEvidence
+from moesim.results.group_timeline import GroupTimeline
 from moesim.runner.group import Simulation
 
 HOT_TOP = 3  # experts named per hot rank
@@ -32,6 +34,21 @@ def group_evidence(actual: Simulation, balanced: Simulation, free: Simulation) -
         uncongested_ends_s=phase_ends(free.trace.end_s),
         **_ranks(actual),
         **_all_to_alls(actual),
+    )
+
+
+def group_timeline(sim: Simulation) -> GroupTimeline:
+    """Phase starts per rank and the load samples of the links that carried bytes."""
+    stats, fab = sim.net.stats, sim.fabric
+    used = np.flatnonzero(stats.bytes > 0)
+    times, util = stats.timeline()
+    return GroupTimeline(
+        start_s=sim.trace.start_s.copy(),
+        link_names=tuple(fab.link_name(int(i)) for i in used),
+        link_tiers=tuple(str(fab.tier[i]) for i in used),
+        link_bytes=stats.bytes[used].astype(np.float64),
+        times_s=np.asarray(times, dtype=np.float64),
+        util=util[:, used].astype(np.float64),
     )
 
 

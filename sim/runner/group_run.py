@@ -12,12 +12,15 @@ from moesim.results.attribution import attribute
 from moesim.results.result import LinkStat, RankStat, Result
 from moesim.router import imbalance
 from moesim.runner.group import Simulation, simulate
-from moesim.runner.group_evidence import group_evidence
+from moesim.runner.group_evidence import group_evidence, group_timeline
 from moesim.scenario.schema import GroupSpec
 
 
-def run_group(scn: GroupSpec, setting: dict[str, Any] | None = None) -> Result:
-    """Simulate ``scn`` (plus its balanced and uncongested counterfactuals) into a result."""
+def run_group(scn: GroupSpec, setting: dict[str, Any] | None = None,
+              timeline: bool = False) -> Result:
+    """Simulate ``scn`` (plus its balanced and uncongested counterfactuals) into a result;
+    with ``timeline`` it also keeps the actual run's phase starts and link load samples
+    (what ``--trace`` and ``--save-run`` write)."""
     graph = build_graph(scn.fabric)
     actual = simulate(scn, graph=graph)
     balanced = simulate(scn, graph=graph, balanced=True, ignore_slowdowns=True)
@@ -48,6 +51,7 @@ def run_group(scn: GroupSpec, setting: dict[str, Any] | None = None) -> Result:
             "batch_window_rel": scn.fabric.batch_window_rel,
         },
         evidence=evidence,
+        timeline=group_timeline(actual) if timeline else None,
     )
 
 

@@ -20,8 +20,10 @@ from moesim.scenario.spec import Scenario, named_as_written
 from moesim.step.run import StepResult, run_step
 
 
-def run_scenario(scn: Scenario, mode: str | None = None, seed: int | None = None) -> Result:
-    """Simulate ``scn`` in ``mode`` (default: the scenario's) into the result record."""
+def run_scenario(scn: Scenario, mode: str | None = None, seed: int | None = None,
+                 timeline: bool = False) -> Result:
+    """Simulate ``scn`` in ``mode`` (default: the scenario's) into the result record; in group
+    mode ``timeline`` keeps what the Chrome trace and the saved run's timeline read."""
     if seed is not None:
         scn = replace(scn, seed=seed)
     mode = mode or scn.mode
@@ -29,7 +31,7 @@ def run_scenario(scn: Scenario, mode: str | None = None, seed: int | None = None
     setting = scenario_setting(scn, mode)
     if isinstance(spec, GroupSpec):
         with named_as_written():
-            return run_group(spec, setting)
+            return run_group(spec, setting, timeline)
     return step_result(scn, mode, run_step(spec, mode=mode))
 
 

@@ -51,8 +51,8 @@ MODEL_CODE = (
 
 NOT_MODEL_CODE = (
     "api", "cli", "errors", "export", "io", "plan", "plots", "scenarios", "validate",
-    "results.band", "results.run_file", "results.step_summary", "results.summary",
-    "results.timeline", "results.trace",
+    "results.band", "results.group_timeline", "results.run_file", "results.step_summary",
+    "results.summary", "results.timeline", "results.trace",
     "sweep.fingerprint", "sweep.runner", "sweep.store",
 )
 """The rest: presentation, input/output, and tools that sweeps do not run. The most specific
