@@ -159,13 +159,6 @@ def _tokens(tokens_per_expert: ArrayLike) -> FloatArray:
     return m
 
 
-def _grouped_s(
-    gpu: GpuSpec, terms: tuple[FloatArray, FloatArray, FloatArray], dtype: str, slow: float
-) -> float:
-    flops, padded, moved = (np.asarray(t.sum()) for t in terms)
-    return float(_kernel_s(gpu, flops, padded, moved, dtype) * slow)
-
-
 def grouped_gemm_time_s(
     gpu: GpuSpec,
     tokens_per_expert: ArrayLike,
@@ -184,14 +177,11 @@ def grouped_gemm_time_s(
     a rank that received 4x the tokens takes ~4x as long once compute-bound. An expert
     with no tokens costs nothing (its weights are not read).
     """
-    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
-    m = _tokens(tokens_per_expert)
-    k_, n_ = dim("grouped_gemm.k", k), dim("grouped_gemm.n", n)
-    if not backward:
-        return _grouped_s(gpu, _gemm_terms(m, n_, k_, dtype), dtype, slow)
-    dgrad = _grouped_s(gpu, _gemm_terms(m, k_, n_, dtype), dtype, slow)
-    wgrad = _grouped_s(gpu, _gemm_terms(k_, n_, m, dtype), dtype, slow)
-    return dgrad + wgrad
+    check_dtype(dtype)
+    check_slowdown(slowdown)
+    rows = _tokens(tokens_per_expert)[np.newaxis, :]  # one rank: the one-row case
+    return float(grouped_gemm_rows_time_s(gpu, rows, k, n, dtype, slowdown,
+                                          backward=backward)[0])
 
 
 grouped_gemm_backward_time_s = partial(grouped_gemm_time_s, backward=True)
@@ -208,9 +198,9 @@ def grouped_gemm_rows_time_s(
     *,
     backward: bool = False,
 ) -> FloatArray:
-    """:func:`grouped_gemm_time_s` of each row of ``tokens_per_expert`` [ranks, local experts]
-    (one rank's grouped GEMM a row, at that rank's ``slowdown``), in one vectorised pass: the
-    same value per row, bit for bit (the same float operations in the same order)."""
+    """The grouped-GEMM kernel of each row of ``tokens_per_expert`` [ranks, local experts]
+    (one rank's local experts a row, at that rank's ``slowdown``), in one vectorised pass;
+    :func:`grouped_gemm_time_s` is its one-row case."""
     dtype = check_dtype(dtype)
     m = dim("grouped_gemm.tokens_per_expert", tokens_per_expert)
     if m.ndim != 2:
