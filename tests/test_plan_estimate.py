@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from moesim.plan.bom import bill_of_materials
 from moesim.plan.candidates import check_layout
 from moesim.plan.estimate import _dp_and_optimizer_s, distinct_ranks, estimate
 from moesim.plan.fabric_view import FabricView
-from moesim.plan.prices import load_prices
+from moesim.plan.prices import DEFAULTS, DEFAULTS_FILE, KEYS, Prices, load_prices
 from moesim.plan.spec import DesignSpec
 
 
@@ -92,6 +93,14 @@ def test_prices_override(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"prices\.gpu_usd"):
         load_prices(path)
 
+
+
+def test_default_prices_are_the_shipped_table_read_as_a_user_file() -> None:
+    """The defaults file names every part of the record, and reading it as a --prices file
+    gives the defaults (one format, one set of checks)."""
+    assert sorted(DEFAULTS) == sorted(KEYS)
+    assert replace(load_prices(DEFAULTS_FILE), source=Prices().source) == Prices()
+    assert Prices().host("GB200") == 170000 and Prices().switch_w == 1700
 
 def test_fabric_view_matches_place() -> None:
     graph = topologies.load_preset("rail-h800-64")
