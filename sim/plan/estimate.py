@@ -3,14 +3,11 @@
 Assumptions (each a deliberate simplification; the engine replaces the MoE part for the
 best candidates, see :mod:`moesim.plan.evaluate`):
 
-* Compute: model FLOPs (:func:`moesim.model.flops_per_token`) x 3 for forward + backward, plus
-  recompute (selective: the attention core forward again; full: the whole forward again),
-  at the GPU's BF16 peak times the GEMM efficiency of the roofline model
-  (:func:`moesim.hardware.gemm_efficiency`) with ``tokens/(tp*cp)`` rows for the dense parts
-  (attention core at the same efficiency: an approximation of flash attention). Routed and
-  shared experts use the engine's own roofline cost (:func:`moesim.workload.costs.experts_s`,
-  grouped GEMMs including their weight reads) under a balanced router: each local expert
-  receives ``tokens/(tp*cp) * top_k * ep / experts`` rows.
+* Compute: every op of a stage priced with the step's own kernel costs
+  (:mod:`moesim.plan.stage_cost`: attention block, router, grouped expert GEMMs under a
+  balanced router, unpermute, TP-sharded shared experts, dense FFN, LM head), forward +
+  backward + the recompute the candidate runs. (It was model FLOPs at the roofline's GEMM
+  efficiency: 5-7 % off in opposite directions for stages with and without the head.)
 * MoE all-to-all per layer and micro-batch: four of them (dispatch and combine, forward
   and backward), each rank sending a token once per distinct destination rank, as the
   step's de-duplicating dispatcher does (:func:`distinct_ranks`, uniform router), off-rank
@@ -20,11 +17,17 @@ best candidates, see :mod:`moesim.plan.evaluate`):
 * TP with sequence parallelism: per layer and direction, an all-gather and a
   reduce-scatter around attention, and around the dense FFN on dense layers (routed
   experts with etp=1 need none), each moving ``(tp-1)/tp`` of the layer's activation.
-  CP: ring attention passes K/V ``cp-1`` times forward and twice that backward, half of it
-  exposed (:data:`CP_EXPOSED`). PP: one activation send forward and one gradient back per
-  micro-batch and virtual chunk, exposed.
-* Pipeline (1F1B / interleaved): ``step = t_mb * (m + (pp - 1) / vpp)`` on the slowest
-  stage: bubble fraction ``(pp-1)/(vpp*m)`` (Narayanan et al. 2021, sec. 2.2).
+  CP: ring attention passes K/V ``cp-1`` times forward (twice the bytes backward), each
+  send hidden behind ``1/cp`` of the attention core, as the step runs it: what exceeds it is
+  exposed. MoE layers with shared experts run them as a TP-sharded block of their own (an
+  all-gather and a reduce-scatter more per direction).
+* Pipeline (1F1B / interleaved): the slowest stage runs all ``m`` micro-batches; the stages
+  before it fill and drain the pipeline around it once (its first input passes their
+  forwards, its last gradient their backwards; stages after it are faster and wait on it):
+  ``bubble = t_mb x (compute of the stages before the slowest / its compute) / vpp``, which is
+  ``(pp-1)/vpp`` micro-batches with equal stages (Narayanan et al. 2021, sec. 2.2) and near 0
+  when the first stage is the slowest. Pipeline sends overlap the other stages' compute in
+  the steady state; the fill's and drain's sends (``2 (pp vpp - 1)``) are exposed.
 * Data parallel, as the whole-step simulator runs it (:mod:`moesim.step.program`):
   distributed-optimizer gradient reduce-scatter in FP32 (Megatron reduces the fp32
   ``main_grad``, :data:`moesim.step.spec.GRAD_REDUCE_BYTES`), then the BF16 parameter
@@ -43,21 +46,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from moesim.calibration import (
     CP_EXPOSED_FRACTION,
     HBM_ACHIEVABLE_FRACTION,
     OPTIMIZER_STEP_BYTES_PER_PARAM,
 )
-from moesim.hardware import GpuSpec, gemm_efficiency
+from moesim.hardware import GpuSpec
 from moesim.model import ModelConfig, flops_per_token
 from moesim.parallel.memory import stage_params
 from moesim.plan.candidates import Candidate
 from moesim.plan.fabric_view import FabricView
 from moesim.plan.spec import DesignSpec
+from moesim.plan.stage_cost import head_s, layer_prices, worst_stage
 from moesim.step.spec import GRAD_REDUCE_BYTES
-from moesim.workload.costs import LayerShape, experts_s, token_bytes
+from moesim.workload.costs import token_bytes
 
 BWD_SHARE = 2.0 / 3.0  # backward = 2 of the 3 forward-equivalents of a micro-batch's GEMMs
 CP_EXPOSED = CP_EXPOSED_FRACTION  # moesim.calibration (assumption)
@@ -93,58 +95,39 @@ class Estimate:
         return self.moe_s / max(1, self.moe_layers * self.microbatches)
 
 
-def _rate(gpu: GpuSpec, rows: float, n: int, k: int) -> float:
-    eff = float(gemm_efficiency(gpu, max(1.0, rows), n, k))
-    return gpu.peak_tflops("bf16") * 1e12 * max(eff, 1e-3)
-
-
-def _stage_layers(model: ModelConfig, cand: Candidate) -> tuple[int, int, bool]:
-    """(MoE layers, dense layers, holds the LM head) of the stage with the most layers."""
-    bounds, start = [], 0
-    for n in cand.layout.stage_layers(model.num_layers):
-        bounds.append((start, n))
-        start += n
-    worst = max(range(len(bounds)), key=lambda r: (bounds[r][1], r))
-    s, n = bounds[worst]
-    moe = sum(model.moe_layers[s:s + n])
-    return moe, n - moe, worst == len(bounds) - 1
-
-
 def estimate(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate,
              view: FabricView) -> Estimate:
     """Analytical step time of a fitting candidate (see the module docstring)."""
     lay, m, h = cand.layout, cand.num_microbatches, model.hidden_size
     t_r = spec.micro_batch_size * spec.seq_len / (lay.tp * lay.cp)
-    f = flops_per_token(model, spec.seq_len)
-    n_moe, n_dense, head = _stage_layers(model, cand)
-    per_attn = (f.attention_proj + f.attention_core) / model.num_layers
-    per_dense_ffn = f.dense_ffn / max(1, model.n_dense_layers)
-    per_router = f.router / max(1, model.n_moe_layers)
-    dense_fwd = (n_moe + n_dense) * per_attn + n_dense * per_dense_ffn + n_moe * per_router
-    dense_fwd += (f.lm_head + f.mtp) if head else 0.0
-    recompute = {"selective": f.attention_core / model.num_layers * (n_moe + n_dense),
-                 "full": dense_fwd}.get(cand.recompute, 0.0)
-    dense_rate = _rate(gpu, t_r, h, h)
-    dense_s = (3 * dense_fwd + recompute) * t_r / dense_rate
-    moe_layer = _moe_layer(spec, model, gpu, cand, view, t_r)
+    dtype = "fp8" if spec.precision == "fp8" else "bf16"
+    moe_p, dense_p = layer_prices(model, gpu, lay, int(t_r), spec.seq_len, dtype)
+    stage_s, experts_s_mb, n_moe, n_dense, before_s = worst_stage(
+        model, lay, moe_p, dense_p, head_s(model, gpu, lay, int(t_r)), cand.recompute)
+    a2a_layer = _a2a_layer_s(model, cand, view, t_r)
+    dense_s = stage_s - experts_s_mb
+    moe_layer = ((experts_s_mb / n_moe if n_moe else 0.0) + a2a_layer, a2a_layer)
     tp_s = _tp_layer_s(lay.tp, t_r * lay.tp * h * BF16, view.effective_bw_GBps(lay, "tp"))
-    tp_s *= n_moe * 4 + n_dense * 8
+    shared = model.is_moe and model.n_shared_experts > 0  # TP-sharded block of its own
+    tp_s *= n_moe * (8 if shared else 4) + n_dense * 8
     cp_s = 0.0
-    if lay.cp > 1:
-        kv_bytes = t_r * _kv_width(model) * BF16  # this rank's K/V block (heads / tp)
-        cp_s = 3 * (lay.cp - 1) * kv_bytes / (view.effective_bw_GBps(lay, "cp") * 1e9)
-        cp_s *= CP_EXPOSED * (n_moe + n_dense)
-    pp_s = 0.0
+    if lay.cp > 1:  # each ring-attention step sends K/V while computing 1/cp of the core
+        kv_s = t_r * _kv_width(model) * BF16 / (view.effective_bw_GBps(lay, "cp") * 1e9)
+        cp_s = (lay.cp - 1) * (max(0.0, kv_s - moe_p.core_fwd_s / lay.cp)
+                               + max(0.0, 2 * kv_s - moe_p.core_bwd_s / lay.cp))
+        cp_s *= n_moe + n_dense
+    pp_s = 0.0  # the fill's and the drain's sends, on the critical path once per step
     if lay.pp > 1:
-        pp_s = 2 * lay.vpp * t_r * h * BF16 / (view.effective_bw_GBps(lay, "pp") * 1e9)
-    t_mb = dense_s + moe_layer[0] * n_moe + tp_s + cp_s + pp_s
-    bubble_s = t_mb * (lay.pp - 1) / lay.vpp
+        send_s = t_r * h * BF16 / (view.effective_bw_GBps(lay, "pp") * 1e9)
+        pp_s = 2 * (lay.pp * lay.vpp - 1) * send_s
+    t_mb = dense_s + moe_layer[0] * n_moe + tp_s + cp_s
+    bubble_s = t_mb * (before_s / stage_s) / lay.vpp
     rs_s, ag_s, opt_s = _dp_and_optimizer_s(model, gpu, cand, view)
     window_s = BWD_SHARE * t_mb
     dp_s = max(rs_s - window_s, rs_s / max(1, n_moe + n_dense)) + ag_s
     return Estimate(
         dense_compute_s=dense_s * m, moe_s=moe_layer[0] * n_moe * m,
-        a2a_s=moe_layer[1] * n_moe * m, tp_s=tp_s * m, cp_s=cp_s * m, pp_s=pp_s * m,
+        a2a_s=moe_layer[1] * n_moe * m, tp_s=tp_s * m, cp_s=cp_s * m, pp_s=pp_s,
         bubble_s=bubble_s, dp_s=dp_s, optimizer_s=opt_s, moe_layers=n_moe, microbatches=m,
         tokens_per_rank=int(t_r),
     )
@@ -162,24 +145,15 @@ def _tp_layer_s(tp: int, full_bytes: float, bw_GBps: float) -> float:
     return 0.0 if tp == 1 else (tp - 1) / tp * full_bytes / (bw_GBps * 1e9)
 
 
-def _moe_layer(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate,
-               view: FabricView, t_r: float) -> tuple[float, float]:
-    """(MoE part, its all-to-all) of one MoE layer and micro-batch, forward + backward."""
-    if not model.is_moe:
-        return 0.0, 0.0
-    lay, h = cand.layout, model.hidden_size
-    local = model.n_routed_experts // lay.ep
-    load = np.full(local, t_r * model.top_k / local)  # balanced router: copies per expert
-    shape = LayerShape(model, max(1, round(t_r)), spec.seq_len)
-    fwd = experts_s(shape, gpu, load, 1.0, False)
-    compute = fwd + experts_s(shape, gpu, load, 1.0, True)
-    if cand.recompute == "full":
-        compute += fwd
+def _a2a_layer_s(model: ModelConfig, cand: Candidate, view: FabricView, t_r: float) -> float:
+    """The four all-to-alls of one MoE layer and micro-batch (module docstring)."""
+    lay = cand.layout
+    if not model.is_moe or lay.ep == 1:
+        return 0.0
     copies = t_r * distinct_ranks(model.n_routed_experts, model.top_k, lay.ep) * (
         1 - 1 / lay.ep)
-    wire = token_bytes(h, "fp8") + 3 * token_bytes(h, "bf16")
-    a2a = copies * wire / (view.effective_bw_GBps(lay, "ep") * 1e9) if lay.ep > 1 else 0.0
-    return compute + a2a, a2a
+    wire = token_bytes(model.hidden_size, "fp8") + 3 * token_bytes(model.hidden_size, "bf16")
+    return copies * wire / (view.effective_bw_GBps(lay, "ep") * 1e9)
 
 
 def distinct_ranks(experts: int, top_k: int, ep: int) -> float:

@@ -1,0 +1,105 @@
+"""A pipeline stage's compute per micro-batch, priced with the step's own kernel costs.
+
+The estimate used to price compute from model FLOPs at the roofline's GEMM efficiency; the
+whole-step simulator prices every op with :mod:`moesim.workload.costs` (the attention block
+with its norms and elementwise kernels, the router's gate and permute, grouped expert
+GEMMs, the unpermute, TP-sharded shared experts, the vocabulary-parallel head), so the two
+disagreed by 5-7 % in opposite directions for stages with and without the head (Mixtral
+layers, 64 H100: pp1 550 vs 589 ms of compute, pp2 589 vs 553), and the estimate misranked
+layouts that differ by a few percent. Here each stage is priced with those same functions
+under a balanced router (each local expert gets ``tokens x top_k / local experts`` rows),
+per micro-batch, forward + backward + the recompute the candidate runs
+(:func:`moesim.step.plan._with_recompute`'s rule): what the step books as ``compute`` on
+that stage, up to routing imbalance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from moesim.hardware import GpuSpec, gemm_backward_time_s, gemm_time_s
+from moesim.model import ModelConfig
+from moesim.parallel.layout import ParallelLayout
+from moesim.workload.costs import (
+    attention_block_s,
+    attention_core_s,
+    experts_s,
+    ffn_s,
+    router_s,
+    unpermute_s,
+)
+from moesim.workload.elementwise import with_elementwise
+from moesim.workload.shape import LayerCosts, LayerShape
+
+
+@dataclass(frozen=True)
+class LayerPrices:
+    """Seconds of one layer on one rank for one micro-batch (the step's ops)."""
+
+    fwd_s: float
+    bwd_s: float
+    core_fwd_s: float  # the attention core forward (selective recompute runs it again)
+    experts_s: float  # the routed experts' part of fwd + bwd (the estimate's MoE part)
+    core_bwd_s: float = 0.0  # the attention core backward (ring attention hides K/V behind)
+
+    def total_s(self, recompute: str) -> float:
+        again = {"selective": self.core_fwd_s, "full": self.fwd_s}.get(recompute, 0.0)
+        return self.fwd_s + self.bwd_s + again
+
+
+def layer_prices(model: ModelConfig, gpu: GpuSpec, lay: ParallelLayout, tokens: int,
+                 seq_len: int, dtype: str) -> tuple[LayerPrices, LayerPrices]:
+    """(MoE layer, dense layer) on a rank holding ``tokens`` tokens per micro-batch."""
+    shape = LayerShape(model, max(1, tokens), seq_len, dtype, tp=lay.tp, cp=lay.cp,
+                       etp=lay.etp)
+    one = np.ones(1)
+    core, core_b = (attention_core_s(shape, gpu, 1.0, b) for b in (False, True))
+    attn_f, attn_b = (attention_block_s(shape, gpu, 1.0, b) for b in (False, True))
+    dense_f = attn_f + ffn_s(shape, gpu, model.intermediate_size, 1.0, False)
+    dense_b = attn_b + ffn_s(shape, gpu, model.intermediate_size, 1.0, True)
+    dense = LayerPrices(dense_f, dense_b, core, 0.0, core_b)
+    if not model.is_moe:
+        return dense, dense
+    local = max(1, model.n_routed_experts // lay.ep)
+    load = np.full(local, shape.tokens_per_rank * model.top_k / local)
+    exp_f, exp_b = (experts_s(shape, gpu, load, 1.0, b) for b in (False, True))
+    costs = with_elementwise(LayerCosts(
+        attn_fwd=np.array([attn_f]), router=np.array([router_s(shape, gpu, 1.0)]),
+        experts_fwd=np.array([exp_f]), unpermute=np.array([unpermute_s(shape, gpu, 1.0)]),
+        attn_bwd=np.array([attn_b]), experts_bwd=np.array([exp_b])), shape, gpu, one)
+    shared = model.shared_expert_intermediate_size * model.n_shared_experts
+    sh_f = sh_b = 0.0
+    if lay.tp > 1 and shared > 0:  # TP-sharded shared experts (outside experts_s)
+        sh_f, sh_b = (ffn_s(shape, gpu, shared, 1.0, b) for b in (False, True))
+    fwd = float(costs.attn_fwd[0] + costs.router[0] + exp_f + costs.unpermute[0]) + sh_f
+    bwd = float(costs.attn_bwd[0]) + exp_b + sh_b
+    return LayerPrices(fwd, bwd, core, exp_f + exp_b, core_b), dense
+
+
+def head_s(model: ModelConfig, gpu: GpuSpec, lay: ParallelLayout, tokens: int) -> float:
+    """The vocabulary-parallel LM head forward + backward on the gathered tokens (BF16)."""
+    m, vocab = max(1, tokens) * lay.tp, -(-model.vocab_size // lay.tp)
+    return float(gemm_time_s(gpu, m, vocab, model.hidden_size)
+                 + gemm_backward_time_s(gpu, m, vocab, model.hidden_size))
+
+
+def worst_stage(model: ModelConfig, lay: ParallelLayout, moe: LayerPrices, dense: LayerPrices,
+                head: float, recompute: str) -> tuple[float, float, int, int, float]:
+    """(compute per micro-batch, its routed-expert part, MoE layers, dense layers) of the
+    slowest pipeline stage (the last holds the head; of equal ones the last), and the
+    compute of the stages before it (what fills and drains a 1F1B pipeline around it: its
+    first input passes their forwards, its last gradient their backwards; stages after it
+    are faster and wait on it)."""
+    times, parts = [], []
+    start = 0
+    counts = lay.stage_layers(model.num_layers)
+    for s, n in enumerate(counts):
+        n_moe = sum(model.moe_layers[start:start + n])
+        start += n
+        t = n_moe * moe.total_s(recompute) + (n - n_moe) * dense.total_s(recompute)
+        times.append(t + (head if s == len(counts) - 1 else 0.0))
+        parts.append((n_moe * moe.experts_s, n_moe, n - n_moe))
+    w = max(range(len(times)), key=lambda s: (times[s], s))
+    return (times[w], *parts[w], sum(times[:w]))
