@@ -43,18 +43,25 @@ class GroupWorkload:
 
 
 @dataclass(frozen=True)
-class GroupSpec:
-    """Everything one run needs; ``seed`` seeds every random draw of the run."""
+class Setting:
+    """What every scenario names, whatever simulates it: the model on which GPUs, fabric and
+    router, the slowed GPUs, the seed of every random draw, and a description."""
 
     name: str
     model: ModelConfig
     gpu: str = "H100"
     fabric: FabricSpec = field(default_factory=FabricSpec)
-    workload: GroupWorkload = field(default_factory=GroupWorkload)
     router: RouterConfig = field(default_factory=RouterConfig)
-    slow_gpus: tuple[tuple[int, float], ...] = ()  # (gpu index, slowdown factor >= 1)
+    slow_gpus: tuple[tuple[int, float], ...] = ()  # (GPU, slowdown factor >= 1)
     seed: int = 0
     description: str = ""
+
+
+@dataclass(frozen=True)
+class GroupSpec(Setting):
+    """Everything one group-mode run needs: the setting and one EP group's workload."""
+
+    workload: GroupWorkload = field(default_factory=GroupWorkload)
 
     def __post_init__(self) -> None:
         wl, model = self.workload, self.model

@@ -35,8 +35,7 @@ from moesim.errors import ConfigError
 from moesim.io import check_limit
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
-from moesim.router import RouterConfig
-from moesim.scenario.schema import FabricSpec, GroupSpec, GroupWorkload
+from moesim.scenario.schema import GroupSpec, GroupWorkload, Setting
 from moesim.workload.costs import WIRE_DTYPES
 
 SCENARIO_VERSION = 2
@@ -122,22 +121,15 @@ class Placement:
 
 
 @dataclass(frozen=True)
-class Scenario:
-    """One scenario of the one language (see the module docstring)."""
+class Scenario(Setting):
+    """One scenario of the one language (see the module docstring): the setting (name, model,
+    GPU, fabric, router, slowed GPUs, seed, description) and how it is laid out and run."""
 
-    name: str
-    model: ModelConfig
-    gpu: str = "H100"
-    fabric: FabricSpec = field(default_factory=FabricSpec)
     layout: ParallelLayout = field(default_factory=ParallelLayout)
-    router: RouterConfig = field(default_factory=RouterConfig)
     schedule: str = "1f1b"
     workload: Workload = field(default_factory=Workload)
     placement: Placement = field(default_factory=Placement)
-    slow_gpus: tuple[tuple[int, float], ...] = ()  # (GPU, slowdown factor >= 1)
-    seed: int = 0
     mode: str = "full"
-    description: str = ""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
