@@ -6,59 +6,27 @@ import dataclasses
 import json
 
 import pytest
+import yaml
+from published_models import DEEPSEEK_V3, HAND_TYPED, KIMI_K2, MIXTRAL_8X7B, QWEN3_235B_A22B
 
 from moesim.errors import ConfigError
 from moesim.model import MODELS, ModelConfig, get_model, model_from_dict, model_from_hf
 from moesim.model.layer_pattern import moe_layers_from_freq, moe_layers_qwen, parse_layer_freq
-from moesim.model.presets import (
-    DEEPSEEK_V3,
-    KIMI_K2,
-    MIXTRAL_8X7B,
-    MOE_1T,
-    QWEN3_235B_A22B,
-    register_model,
-)
+from moesim.model.presets import HF_CONFIGS, MOE_1T, register_model
 
-# Subsets of the public config.json files (fields moesim does not read are kept on purpose:
-# they must be ignored).
-DEEPSEEK_V3_HF = {
-    "architectures": ["DeepseekV3ForCausalLM"], "attention_bias": False,
-    "aux_loss_alpha": 0.001, "ep_size": 1, "first_k_dense_replace": 3, "hidden_act": "silu",
-    "hidden_size": 7168, "intermediate_size": 18432, "kv_lora_rank": 512,
-    "max_position_embeddings": 163840, "model_type": "deepseek_v3",
-    "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8, "n_routed_experts": 256,
-    "n_shared_experts": 1, "norm_topk_prob": True, "num_attention_heads": 128,
-    "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 128,
-    "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64, "rms_norm_eps": 1e-06,
-    "rope_scaling": {"type": "yarn", "factor": 40}, "routed_scaling_factor": 2.5,
-    "scoring_func": "sigmoid", "tie_word_embeddings": False, "topk_group": 4,
-    "topk_method": "noaux_tc", "torch_dtype": "bfloat16", "v_head_dim": 128,
-    "vocab_size": 129280,
-}
-KIMI_K2_HF = {
-    **DEEPSEEK_V3_HF, "model_type": "kimi_k2", "n_routed_experts": 384,
-    "num_attention_heads": 64, "num_key_value_heads": 64, "first_k_dense_replace": 1,
-    "n_group": 1, "topk_group": 1, "num_nextn_predict_layers": 0, "vocab_size": 163840,
-    "routed_scaling_factor": 2.827,
-}
-MIXTRAL_HF = {
-    "architectures": ["MixtralForCausalLM"], "hidden_act": "silu", "hidden_size": 4096,
-    "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral",
-    "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32,
-    "num_key_value_heads": 8, "num_local_experts": 8, "rms_norm_eps": 1e-05,
-    "router_aux_loss_coef": 0.02, "sliding_window": None, "tie_word_embeddings": False,
-    "vocab_size": 32000,
-}
-QWEN3_HF = {
-    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False, "decoder_sparse_step": 1,
-    "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 12288,
-    "max_window_layers": 94, "mlp_only_layers": [], "model_type": "qwen3_moe",
-    "moe_intermediate_size": 1536, "norm_topk_prob": True, "num_attention_heads": 64,
-    "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 94,
-    "num_key_value_heads": 4, "rope_scaling": None, "tie_word_embeddings": False,
-    "vocab_size": 151936,
-}
+
+# The shipped presets' Hugging Face configs (subsets of the public config.json files; fields
+# moesim does not read are kept on purpose: they must be ignored).
+def _shipped(name: str) -> dict[str, object]:
+    data = yaml.safe_load((HF_CONFIGS / f"{name}.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+DEEPSEEK_V3_HF = _shipped("deepseek-v3")
+KIMI_K2_HF = _shipped("kimi-k2")
+MIXTRAL_HF = _shipped("mixtral-8x7b")
+QWEN3_HF = _shipped("qwen3-235b-a22b")
 
 
 def toy(**overrides: object) -> ModelConfig:
@@ -175,7 +143,9 @@ def test_model_from_dict_schema() -> None:
     (QWEN3_HF, QWEN3_235B_A22B),
 ])
 def test_hf_configs_match_presets(hf: dict[str, object], preset: ModelConfig) -> None:
+    """The reader on each shipped config gives the hand-typed model, and so does the registry."""
     assert model_from_hf(hf, name=preset.name) == preset
+    assert get_model(preset.name) == preset == HAND_TYPED[preset.name]
 
 
 def test_hf_text_config_nesting_and_file(tmp_path: object) -> None:
