@@ -29,7 +29,11 @@ def _spec(tp: int, cp: int, **kw: object) -> StepSpec:
     return StepSpec(**base)  # type: ignore[arg-type]
 
 
+SIX = FabricSpec(preset="rail-h800-64", params=(("hosts", 6), ("gpus_per_host", 8),
+                                                ("gpu", "H100")), multipath="dmodk")
 CASES = {
+    "tp2 cp2, stages of 1.5 hosts": _spec(2, 2, fabric=SIX, layout=ParallelLayout(
+        tp=2, cp=2, ep=4, dp=3, pp=4)),
     "tp2": _spec(2, 1),
     "tp4": _spec(4, 1),
     "cp2": _spec(1, 2),
@@ -71,6 +75,19 @@ def test_fused_layers_are_used_and_cover_tp_and_cp() -> None:
     pxn = dataclasses.replace(FABRIC, pxn=True)
     st, _ = simulate_fast(dataclasses.replace(CASES["tp2 cp2"], fabric=pxn), 1)
     assert not st.fuse_layers and st.cp_mail
+
+
+def test_stages_sharing_a_host_fuse_when_their_sends_cross_other_links() -> None:
+    """Stages of 1.5 hosts: the representative's stages start on different hosts, so its
+    pipeline sends leave through the NICs and the layers fuse (exact above); stages of 2
+    GPUs (8 on a host): its sends cross NVLink links its TP rings use, so they stay flows."""
+    st, _ = simulate_fast(CASES["tp2 cp2, stages of 1.5 hosts"], 1)
+    assert st.fuse_layers
+    tiny = _spec(2, 1, layout=ParallelLayout(tp=2, ep=2, dp=1, pp=16), microbatches=2,
+                 model=dataclasses.replace(get_model("mixtral-8x7b"), num_layers=16,
+                                           moe_layers=(True,) * 16))
+    st, _ = simulate_fast(tiny, 1)
+    assert not st.fuse_layers and not st.fuse_tp and st.tp_rings
 
 
 def test_ring_schedule_of_several_rings_is_each_ring_alone() -> None:

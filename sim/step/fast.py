@@ -71,7 +71,7 @@ from moesim.parallel.layout import ParallelLayout
 from moesim.router import RoutingResult
 from moesim.schedule.ops import ScheduleOps
 from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
-from moesim.step.fused_layer import FusedLayer, LinkClock, NotAlone, StageGroups
+from moesim.step.fused_layer import FusedLayer, LinkClock, NotAlone, StageGroups, sends_apart
 from moesim.step.groups import ring_group
 from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan, route_layer
 from moesim.step.simulate import simulate_ranks
@@ -292,33 +292,30 @@ def empty_ledgers(world: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.zeros((world, len(CATEGORIES))), np.full(world, np.nan), np.full(world, np.nan)
 
 
-def nvlink_alone(spec: StepSpec, ops: ScheduleOps, nvlink_domain: int | None) -> bool:
+def nvlink_alone(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
     """Whether only the representative's own TP / CP transfers cross its NVLink links: its
     all-to-alls and DP rings are estimates (no flows), and here no other flow crosses NVLink:
-    no PXN (cross-rail sends relayed over NVLink), every stage on whole NVLink domains
-    (pipeline sends leave through the NICs), one pass at a time on a rank (no overlapped FB
-    ops, whose two passes' collectives could meet)."""
+    no PXN (cross-rail sends relayed over NVLink), pipeline sends on other links (``apart``:
+    :func:`moesim.step.fused_layer.sends_apart`), one pass at a time on a rank (no overlapped
+    FB ops, whose two passes' collectives could meet)."""
     lay = spec.layout
-    per_stage = lay.world_size // lay.pp
     overlapped = spec.fb_overlap and any(op.kind == "FB" for s in range(lay.pp)
                                          for op in ops[s])
-    return (not spec.fabric.pxn and not overlapped
-            and nvlink_domain is not None and per_stage % nvlink_domain == 0)
+    return not spec.fabric.pxn and not overlapped and apart
 
 
-def rings_alone(spec: StepSpec, ops: ScheduleOps, nvlink_domain: int | None) -> bool:
+def rings_alone(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
     """Whether a TP / ETP ring of fast mode's representative has its NVLink links to itself:
     :func:`nvlink_alone` and no CP K/V sends (rings fused one by one do not see them)."""
-    return spec.layout.cp == 1 and nvlink_alone(spec, ops, nvlink_domain)
+    return spec.layout.cp == 1 and nvlink_alone(spec, ops, apart)
 
 
-def layers_fused(spec: StepSpec, ops: ScheduleOps, nvlink_domain: int | None) -> bool:
+def layers_fused(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
     """Whether fast mode times each layer of a stage's TP / CP members in closed form
     (:mod:`moesim.step.fused_layer`): tp or cp above 1, experts without TP (etp 1), and
     :func:`nvlink_alone`."""
     lay = spec.layout
-    return (lay.tp * lay.cp > 1 and lay.etp == 1
-            and nvlink_alone(spec, ops, nvlink_domain))
+    return lay.tp * lay.cp > 1 and lay.etp == 1 and nvlink_alone(spec, ops, apart)
 
 
 def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
@@ -329,19 +326,22 @@ def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
     that finds two transfers on one link at once (:class:`NotAlone`) runs again with flows."""
     index, ranks = prepare(spec)
     ops = spec.ops()
-    domain = index.graph.graph.get("nvlink_domain_size")
-    layers = fuse_tp and fuse_moe and layers_fused(spec, ops, domain)
-    alone = fuse_tp and not layers and rings_alone(spec, ops, domain)
+    router = index.router(ranks)
+    apart = (fuse_tp and index.graph.graph.get("nvlink_domain_size") is not None
+             and sends_apart(spec.layout, router))
+    layers = fuse_tp and fuse_moe and layers_fused(spec, ops, apart)
+    alone = fuse_tp and not layers and rings_alone(spec, ops, apart)
     try:
-        return _run(spec, routing_draws, index, ranks, ops, fuse_moe, alone, layers)
+        return _run(spec, routing_draws, index, (ranks, router), ops, fuse_moe, alone, layers)
     except NotAlone:
-        return _run(spec, routing_draws, index, ranks, ops, fuse_moe, False, False)
+        return _run(spec, routing_draws, index, (ranks, router), ops, fuse_moe, False, False)
 
 
-def _run(spec: StepSpec, routing_draws: int | None, index: GraphIndex, ranks: list[int],
-         ops: ScheduleOps, fuse_moe: bool, rings: bool, layers: bool
-         ) -> tuple[FastState, list[int]]:
-    net = FlowNetwork(simpy.Environment(), index.router(ranks),
+def _run(spec: StepSpec, routing_draws: int | None, index: GraphIndex,
+         ranks_router: tuple[list[int], Router], ops: ScheduleOps, fuse_moe: bool,
+         rings: bool, layers: bool) -> tuple[FastState, list[int]]:
+    ranks, router = ranks_router
+    net = FlowNetwork(simpy.Environment(), router,
                       batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)
     st = FastState(spec, fast_plan(spec, routing_draws), ops, net,
                    *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe,

@@ -118,6 +118,31 @@ class Edges:
     first: np.ndarray  # where each transfer's links start in ``links``
 
 
+def sends_apart(lay: ParallelLayout, router: Router) -> bool:
+    """Whether no pipeline send between the representative's stages (dense-grid ``dp == 0``,
+    either direction, the interleaved wrap-around included) crosses a link that a TP or CP
+    transfer between its members uses: then only those transfers cross their links (a
+    stage on whole NVLink domains always qualifies; stages that share a host qualify when
+    their ``dp == 0`` ranks sit on different hosts)."""
+    def rank(t: int, c: int, p: int) -> int:
+        return lay.dense_rank(tp=t, cp=c, dp=0, pp=p)
+
+    pairs = [(rank(t, c, p), rank(t, c, (p + 1) % lay.pp)) for p in range(lay.pp)
+             for c in range(lay.cp) for t in range(lay.tp)
+             if lay.pp > 1 and (p + 1 < lay.pp or lay.vpp > 1)]
+    edges = [(r, g[(g.index(r) + 1) % len(g)]) for kind in ("tp", "cp")
+             if getattr(lay, kind) > 1 for p in range(lay.pp) for c in range(lay.cp)
+             for t in range(lay.tp) for r in [rank(t, c, p)] for g in [group(lay, kind, r)]]
+    if not pairs or not edges:
+        return True
+    partner = implied_partner(router.fabric)
+    load_of = np.where(partner >= 0, partner, np.arange(partner.size))
+    src, dst = np.array(pairs).T
+    sends = router.routes(np.concatenate([src, dst]), np.concatenate([dst, src])).link
+    ring = router.routes(*np.array(edges).T).link
+    return not np.intersect1d(load_of[sends], load_of[ring]).size
+
+
 class StageGroups:
     """A stage's representative members (rank order) and their TP rings, CP rings and EP
     groups as index arrays into them (one per stage, kept by the fast state)."""
