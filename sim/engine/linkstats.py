@@ -33,6 +33,26 @@ class LinkStats:
         self.bytes += bytes_moved
         self.busy_s += np.where(load_Bps > 0, dt_s, 0.0)
 
+    def interval_on(self, links: np.ndarray, t0_s: float, dt_s: float, bytes_moved: np.ndarray,
+                    load_Bps: np.ndarray) -> None:
+        """:meth:`interval` for an interval in which only ``links`` (distinct) carried
+        anything: ``bytes_moved`` and ``load_Bps`` per link of ``links``."""
+        if dt_s <= 0:
+            return
+        self.bytes[links] += bytes_moved
+        self.busy_s[links] += np.where(load_Bps > 0, dt_s, 0.0)
+
+    def sample_on(self, t_s: float, links: np.ndarray, load_Bps: np.ndarray,
+                  flows_per_link: np.ndarray) -> bool:
+        """:meth:`sample` where only ``links`` changed (their load and flow count now: per
+        link of ``links``); False (nothing done) when a timeline is kept, which needs every
+        link's load: call :meth:`sample` then."""
+        if self.record_timeline:
+            return False
+        self.peak_util[links] = np.maximum(self.peak_util[links], load_Bps / self.cap_Bps[links])
+        self.peak_flows[links] = np.maximum(self.peak_flows[links], flows_per_link)
+        return True
+
     def sample(self, t_s: float, load_Bps: np.ndarray, flows_per_link: np.ndarray) -> None:
         """Record the load that holds from ``t_s`` until the next sample."""
         np.maximum(self.peak_util, load_Bps / self.cap_Bps, out=self.peak_util)

@@ -22,7 +22,8 @@ from moesim.engine.maxmin import LEVEL_RTOL
 
 @dataclass(frozen=True)
 class Solo:
-    """A flow alone on its links: its id, start, rate and what it puts on each link."""
+    """A flow alone on its links: its id, start, rate and what it puts on each of its hops
+    (a flow that may run alone crosses no link twice, so its hops are distinct links)."""
 
     fid: int
     t0_s: float
@@ -32,8 +33,7 @@ class Solo:
     hops: np.ndarray  # its links (implied ones included), in route order
     weights: np.ndarray  # weight of each hop
     solver_links: np.ndarray  # its links the solver keeps
-    load_Bps: np.ndarray  # per link of the fabric: the load it puts there
-    count: np.ndarray  # per link of the fabric: how many of its hops cross it
+    load_Bps: np.ndarray  # per hop: the load it puts there (implied hops: their partner's)
 
     @property
     def drain_s(self) -> float:
@@ -53,19 +53,23 @@ class SoloSet:
     def disjoint(self, hops: np.ndarray) -> bool:
         """Whether flows with these hops (all of them, together) cross no link twice and no
         link a solo flow holds."""
-        counts = np.bincount(hops, minlength=self.on.size)
-        return bool((counts <= 1).all() and not (self.on[hops] > 0).any())
+        if self.on[hops].any():
+            return False
+        if hops.size < 2:
+            return True
+        ordered = np.sort(hops)
+        return not bool((ordered[1:] == ordered[:-1]).any())
 
     def add(self, solo: Solo) -> None:
         self.flows[solo.fid] = solo
-        self.on += solo.count
-        self.load_Bps += solo.load_Bps
+        self.on[solo.hops] += 1
+        self.load_Bps[solo.hops] += solo.load_Bps
         self.owner[solo.hops] = solo.fid
 
     def remove(self, fid: int) -> Solo:
         solo = self.flows.pop(fid)
-        self.on -= solo.count
-        self.load_Bps -= solo.load_Bps  # disjoint links: back to exactly 0 there
+        self.on[solo.hops] -= 1
+        self.load_Bps[solo.hops] = 0.0  # disjoint links: it was the only load there
         self.owner[solo.hops] = -1
         return solo
 
@@ -88,29 +92,28 @@ def alone(fid: int, t0_s: float, size_bytes: float, hops: np.ndarray, weights: n
           solve_map: np.ndarray, load_of: np.ndarray, cap_Bps: np.ndarray) -> Solo:
     """The rates the solver would give flow ``fid`` alone (``solve_map`` / ``load_of`` as
     :class:`moesim.engine.network.FlowNetwork` keeps them: implied links dropped, then charged
-    their partner's load)."""
+    their partner's load). ``hops`` are distinct links."""
     pad = cap_Bps.shape[0]
     mapped = solve_map[hops]
     kept = mapped < pad
     links, wts = mapped[kept], weights[kept]
-    uniq, inv = np.unique(links, return_inverse=True)
-    level = cap_Bps[uniq] / np.bincount(inv, weights=wts)
+    level = cap_Bps[links] / wts
     rate = float(level.min())
-    on_min = level[inv] <= rate * (1.0 + LEVEL_RTOL)
-    solver_load = np.zeros(pad)
-    np.add.at(solver_load, links, wts * rate)
+    on_min = level <= rate * (1.0 + LEVEL_RTOL)
+    order = np.argsort(links)
+    at = np.minimum(np.searchsorted(links[order], load_of[hops]), links.size - 1)
+    found = links[order][at] == load_of[hops]
+    load = np.where(found, (wts * rate)[order][at], 0.0)
     return Solo(fid=fid, t0_s=t0_s, size_bytes=size_bytes, rate_Bps=rate,
                 bottleneck=int(links[int(np.argmax(on_min))]), hops=hops, weights=weights,
-                solver_links=links, load_Bps=solver_load[load_of],
-                count=np.bincount(hops, minlength=pad))
+                solver_links=links, load_Bps=load)
 
 
 def moved_bytes(solo: Solo, dt_s: float) -> np.ndarray:
-    """Bytes per link after ``dt_s`` at its rate: the solver path's ``FlowNetwork._advance``
+    """Bytes per hop after ``dt_s`` at its rate: the solver path's ``FlowNetwork._advance``
     for one flow, a drain's float overshoot taken back per hop."""
     full = solo.rate_Bps * dt_s
     moved = solo.load_Bps * dt_s
     if full > solo.size_bytes:
-        excess = (full - solo.size_bytes) * solo.weights
-        moved = moved - np.bincount(solo.hops, weights=excess, minlength=moved.size)
+        moved = moved - (full - solo.size_bytes) * solo.weights
     return moved

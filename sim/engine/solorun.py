@@ -78,6 +78,14 @@ class SoloFlows:
             return self._solos.load_Bps.copy()
         return self._load + self._solos.load_Bps
 
+    def _sample(self, now: float, links: np.ndarray) -> None:
+        """Link samples after solo flows on ``links`` (distinct) started or ended: only
+        those links' loads changed, so only their peaks can (every link's load when a
+        timeline is kept)."""
+        if not self.stats.sample_on(now, links, self._solos.load_Bps[links],
+                                    self._flows_on[links]):
+            self.stats.sample(now, self._sampled_load(), self._flows_on)
+
     def _go_solo(self, net: np.ndarray, hops: np.ndarray, wts: np.ndarray,
                  owner: np.ndarray) -> None:
         """Run the flows ``net`` (hops ``hops`` of weights ``wts``, ``owner`` their position in
@@ -91,9 +99,9 @@ class SoloFlows:
             self._solos.add(solo)
             fl["rate_Bps"][fid], fl["bottleneck"][fid] = solo.rate_Bps, solo.bottleneck
             self._young[solo.solver_links] = now
-            self._flows_on += solo.count
+            self._flows_on[solo.hops] += 1
             LateEvent(self.env, solo.size_bytes / solo.rate_Bps, self._solo_done, fid)
-        self.stats.sample(now, self._sampled_load(), self._flows_on)
+        self._sample(now, hops)
 
     def _solo_done(self, event: simpy.events.Event) -> None:
         fid = event.value
@@ -103,15 +111,15 @@ class SoloFlows:
         now = self.env.now
         dt = now - solo.t0_s
         if dt > 0:
-            moved = moved_bytes(solo, dt)
-            self.stats.interval(solo.t0_s, dt, moved, solo.load_Bps)
+            self.stats.interval_on(solo.hops, solo.t0_s, dt, moved_bytes(solo, dt),
+                                   solo.load_Bps)
         idle = not self.active.n  # else the solved flows keep their clock and wake-up
         if idle:
             self._t_last = now
         self.flows.col["rem_bytes"][fid] = 0.0
-        self._flows_on -= solo.count
+        self._flows_on[solo.hops] -= 1
         self._complete(np.array([fid]), np.array([solo.drain_s]))
-        self.stats.sample(now, self._sampled_load(), self._flows_on)
+        self._sample(now, solo.hops)
         if idle:
             self._gen += 1
 
@@ -129,7 +137,7 @@ class SoloFlows:
         if not solos:
             return
         for solo in solos:
-            self._flows_on -= solo.count
+            self._flows_on[solo.hops] -= 1
         self._replaying = True
         try:
             for t0 in sorted({solo.t0_s for solo in solos}):
@@ -146,8 +154,9 @@ class SoloFlows:
             solo = self._solos.remove(fid)
             dt = now - solo.t0_s
             if dt > 0:
-                self.stats.interval(solo.t0_s, dt, moved_bytes(solo, dt), solo.load_Bps)
+                self.stats.interval_on(solo.hops, solo.t0_s, dt, moved_bytes(solo, dt),
+                                       solo.load_Bps)
             fl["rem_bytes"][fid] = max(solo.size_bytes - solo.rate_Bps * dt, 0.0)
-            self._flows_on -= solo.count
+            self._flows_on[solo.hops] -= 1
         if fids:
             self._pending.append(np.array(fids, dtype=np.int64))

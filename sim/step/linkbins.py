@@ -75,3 +75,10 @@ class BinnedLinkStats(LinkStats):
         super().interval(t0_s, dt_s, bytes_moved, load_Bps)
         if dt_s > 0:
             self.bins.add(t0_s, dt_s, bytes_moved)
+
+    def interval_on(self, links: np.ndarray, t0_s: float, dt_s: float, bytes_moved: np.ndarray,
+                    load_Bps: np.ndarray) -> None:
+        super().interval_on(links, t0_s, dt_s, bytes_moved, load_Bps)
+        if dt_s > 0:
+            self.bins.add(t0_s, dt_s, np.bincount(links, weights=bytes_moved,
+                                                  minlength=self.cap_Bps.shape[0]))
