@@ -46,8 +46,9 @@ runs made back to back, not across the notes below.
   Of the ~3.7 s CPU: routing 60 layers ~1.8 s (29 ms each; 11 ms of it the random draws),
   the SimPy run ~0.9 s, imports ~0.5 s, fabric + routers ~0.2 s.
 * ``--shape simai --routing-draws 0``, 9,216 GPUs (dp 384, 24 micro-batches, 96 layers),
-  14:55 at load ~10: median of 3 23.78 s wall, step 6.097 s, max RSS 142 MB; its time is the
-  SimPy run and the interleaved schedule's pipeline-send rate solves, not routing.
+  14:55 at load ~10: median of 3 23.78 s wall, step 6.097 s, max RSS 142 MB; 15:17 at load
+  ~7: 14.34 s wall, 7.43 s CPU. Its time is the SimPy run and the interleaved schedule's
+  pipeline-send rate solves, not routing.
 * fast, 1,024 GPUs, ``--layers 16 --microbatches 4``, 2026-12-03 13:0x, load about 12: estimates
   (default) median of 3 10.99 s, step 1.391 s; ``--phases fabric`` (every group of a stage at
   once on the whole fabric, moesim.step.phased) 37.54 s (one run), step 1.415 s, top link
