@@ -5,7 +5,8 @@ per GPU, one direction. ``hbm_gib`` is the datasheet capacity ("80 GB" parts car
 of HBM); ``hbm_reported_mib`` is what ``nvidia-smi`` reports as memory.total, the part a
 framework can allocate from.
 
-Sources (copied here; the project reads nothing else at run time):
+The presets' numbers are the data file ``sim/hardware/gpus.yaml`` (each GPU's basis in its
+``source``). Sources (copied here; the project reads nothing else at run time):
 
 * Dense BF16/FP8 peaks, HBM size and bandwidth, NVLink: NVIDIA datasheets as tabulated in
   stas00/ml-engineering ``compute/accelerator/README.md``.
@@ -24,9 +25,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from moesim.errors import ConfigError
 from moesim.hardware.dtypes import check_dtype
+from moesim.io import read_yaml
 
 TFLOPS = 1e12
 BYTES_PER_GB = 1e9
@@ -115,55 +118,20 @@ def _check_positive(field: str, value: object) -> None:
         raise ConfigError(field, f"must be a number > 0, got {value!r}")
 
 
-_ML_ENG = "stas00/ml-engineering compute/accelerator/README.md"
+GPUS_FILE = Path(__file__).with_name("gpus.yaml")
+"""The presets' numbers, one entry a GPU (``name: {field: value, ..., source: ...}``)."""
 
-H100 = GpuSpec(
-    name="H100", bf16_tflops=989.0, fp8_tflops=1979.0,
-    hbm_gib=80.0, hbm_reported_mib=81559, hbm_bw_GBps=3350.0,
-    nvlink_bw_GBps=450.0, nvlink_domain=8, sm_count=132,
-    mamf_bf16_tflops=794.5, mamf_fp8_tflops=1402.6, tdp_w=700.0,
-    source=f"H100 SXM datasheet and MAMF via {_ML_ENG}; NVLink4 900 GB/s bidirectional, "
-    "8-GPU HGX NVSwitch node; 700 W and 81559 MiB from nvidia-smi",
-)
 
-H800 = GpuSpec(
-    name="H800", bf16_tflops=989.0, fp8_tflops=1979.0,
-    hbm_gib=80.0, hbm_reported_mib=81559, hbm_bw_GBps=3350.0,
-    nvlink_bw_GBps=200.0, nvlink_domain=8, sm_count=132,
-    mamf_bf16_tflops=794.5, mamf_fp8_tflops=1402.6, tdp_w=700.0,
-    source="H100 silicon with NVLink cut to 400 GB/s bidirectional (DeepSeek-V3 report "
-    "§3.5, 132 SMs); MAMF not published: ASSUMED equal to H100's (same GH100 SMs and "
-    f"clocks), {_ML_ENG}; 700 W and 81559 MiB from nvidia-smi",
-)
+def _presets() -> dict[str, GpuSpec]:
+    table = read_yaml(GPUS_FILE, "gpu presets")
+    if not isinstance(table, dict):
+        raise ConfigError("gpu presets", f"{GPUS_FILE} must map GPU names to their fields")
+    return {name: GpuSpec(name=name, **row) for name, row in table.items()}
 
-H200 = GpuSpec(
-    name="H200", bf16_tflops=989.0, fp8_tflops=1979.0,
-    hbm_gib=141.0, hbm_reported_mib=143771, hbm_bw_GBps=4800.0,
-    nvlink_bw_GBps=450.0, nvlink_domain=8, sm_count=132,
-    mamf_bf16_tflops=794.5, mamf_fp8_tflops=1453.4, tdp_w=700.0,
-    source=f"H200 SXM datasheet via {_ML_ENG} (141 GB HBM3e, 4.8 TB/s, NVLink 900 GB/s "
-    "bidirectional); FP8 MAMF 1453.4 measured; BF16 MAMF ASSUMED equal to H100's 794.5 "
-    "(same GH100 compute; the table lists it as ~H100); 700 W, 143771 MiB from nvidia-smi",
-)
 
-B200 = GpuSpec(
-    name="B200", bf16_tflops=2250.0, fp8_tflops=4500.0,
-    hbm_gib=180.0, hbm_reported_mib=183359, hbm_bw_GBps=8000.0,
-    nvlink_bw_GBps=900.0, nvlink_domain=8, sm_count=148,
-    mamf_bf16_tflops=1745.0, mamf_fp8_tflops=3432.5, tdp_w=1000.0,
-    source=f"B200 (HGX) datasheet and MAMF via {_ML_ENG}; NVLink5 1.8 TB/s bidirectional, "
-    "8-GPU node; 148 SMs; 1000 W and 183359 MiB from nvidia-smi",
-)
-
-GB200 = GpuSpec(
-    name="GB200", bf16_tflops=2500.0, fp8_tflops=5000.0,
-    hbm_gib=186.0, hbm_reported_mib=189471, hbm_bw_GBps=8000.0,
-    nvlink_bw_GBps=900.0, nvlink_domain=72, sm_count=148,
-    mamf_bf16_tflops=1822.0, mamf_fp8_tflops=3615.6, tdp_w=1200.0,
-    source=f"GB200 per Blackwell GPU, datasheet and MAMF via {_ML_ENG}; 900 GB/s per "
-    "direction in a 72-GPU NVL72 NVLink domain; SM count ASSUMED equal to B200's 148 "
-    "(same die); 1200 W and 189471 MiB from nvidia-smi",
-)
+_PRESETS = _presets()
+H100, H800, H200 = _PRESETS["H100"], _PRESETS["H800"], _PRESETS["H200"]
+B200, GB200 = _PRESETS["B200"], _PRESETS["GB200"]
 
 GPUS: dict[str, GpuSpec] = {}
 
@@ -177,7 +145,7 @@ def register_gpu(spec: GpuSpec) -> GpuSpec:
     return spec
 
 
-for _spec in (H100, H800, H200, B200, GB200):
+for _spec in _PRESETS.values():
     register_gpu(_spec)
 
 
