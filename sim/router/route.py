@@ -216,6 +216,18 @@ def _node_dedup(dst: np.ndarray, keep: np.ndarray | None, rank_tokens: np.ndarra
     return _dedup_rank_tokens(dst // dst.dtype.type(ranks_per_node), keep, per_node)
 
 
+def _destinations(columns: np.ndarray, expert_to_rank: np.ndarray, n_ranks: int) -> np.ndarray:
+    """The EP rank of each assignment (like ``columns``, the narrowest type that holds the
+    ranks). Contiguous placement (rank = expert // experts per rank) divides instead of
+    gathering: the same values, ~5x cheaper than a gather of a few million entries."""
+    kind = _small_type(n_ranks)
+    per_rank = expert_to_rank.size // n_ranks
+    if np.array_equal(expert_to_rank, np.arange(expert_to_rank.size) // per_rank):
+        return np.floor_divide(columns, per_rank, out=np.empty(columns.shape, dtype=kind),
+                               casting="unsafe")
+    return np.take(expert_to_rank.astype(kind), columns)
+
+
 def _rank_tokens(tokens: np.ndarray, expert_to_rank: np.ndarray, n_ranks: int) -> np.ndarray:
     """int64 [n_ranks, n_ranks]: ``tokens`` [sources, expert columns] summed per host rank
     (float64 weights: exact, every partial sum an integer < 2^53)."""
@@ -251,7 +263,7 @@ def route_tokens(
     if cfg.redundant_experts:
         return _route_with_replicas(cfg, p, columns, keep, tokens, wanted, expert_to_rank,
                                     n_ranks=n_ranks, ranks_per_node=ranks_per_node)
-    dst = expert_to_rank.astype(_small_type(n_ranks))[columns]
+    dst = _destinations(columns, expert_to_rank, n_ranks)
     rank_tokens = _rank_tokens(tokens, expert_to_rank, n_ranks)
     return RoutingResult(
         tokens=tokens,
@@ -278,7 +290,7 @@ def _route_with_replicas(
     extended = _pair_counts(remapped, columns.shape[1] // n_ranks, n_ranks, n_columns, keep)
     dropped = np.zeros_like(extended)
     dropped[:, :n_experts] = wanted - tokens
-    dst = placement.astype(_small_type(n_ranks))[remapped]
+    dst = _destinations(remapped, placement, n_ranks)
     rank_tokens = _rank_tokens(extended, placement, n_ranks)
     return RoutingResult(
         tokens=extended,

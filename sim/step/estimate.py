@@ -77,9 +77,12 @@ class A2ATimer:
         per_entry = size_bytes[self.src, self.dst][self.pair] * self.weight
         load = np.bincount(self.sender_link, weights=per_entry,
                            minlength=self.n * self.n_links).reshape(self.n, self.n_links)
-        order = np.argsort(offsets_s, kind="stable")
-        drain = np.cumsum((load * self.inv_cap)[order][::-1], axis=0)[::-1]
-        return float((offsets_s[order][:, None] + drain).max(initial=0.0))
+        last_first = np.argsort(offsets_s, kind="stable")[::-1]
+        drain = load[last_first]  # one scratch matrix, summed in place: same sums, same order
+        drain *= self.inv_cap
+        np.cumsum(drain, axis=0, out=drain)
+        drain += offsets_s[last_first][:, None]
+        return float(drain.max(initial=0.0))
 
 
 @dataclass(frozen=True)
