@@ -50,6 +50,9 @@ class CompletionGroups(Columns):
     def arrive(self, ids: np.ndarray, groups: np.ndarray, finish_s: np.ndarray) -> None:
         """Flows ``ids`` of groups ``groups`` (-1: none) arrive at ``finish_s``; fire every
         group whose last flow this was."""
+        if ids.size == 1:  # one flow (a ring chunk, a send): no sorting
+            self._arrive_one(int(ids[0]), int(groups[0]), float(finish_s[0]))
+            return
         mine = groups >= 0
         ids, groups, finish = ids[mine], groups[mine], finish_s[mine]
         if ids.size == 0:
@@ -63,6 +66,18 @@ class CompletionGroups(Columns):
         gc["last_flow"][g_last[later]] = ids[last][later]
         np.subtract.at(gc["left"], groups, 1)
         for gid in g_last[gc["left"][g_last] == 0].tolist():
+            self._fire(gid)
+
+    def _arrive_one(self, fid: int, gid: int, finish_s: float) -> None:
+        """:meth:`arrive` of one flow."""
+        if gid < 0:
+            return
+        gc = self.col
+        if finish_s >= gc["finish_s"][gid]:
+            gc["finish_s"][gid] = finish_s
+            gc["last_flow"][gid] = fid
+        gc["left"][gid] -= 1
+        if gc["left"][gid] == 0:
             self._fire(gid)
 
     def _fire(self, gid: int) -> None:

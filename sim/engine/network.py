@@ -112,15 +112,14 @@ class FlowNetwork(SoloFlows):
         src = np.asarray(src_gpu, dtype=np.int64)
         dst = np.asarray(dst_gpu, dtype=np.int64)
         size = np.asarray(size_bytes, dtype=np.float64)
-        n = src.size
         ids = self.flows.append(
             src=src,
             dst=dst,
             size_bytes=size,
             rem_bytes=size,
-            group=np.broadcast_to(group, n),
-            tag=np.broadcast_to(tag, n),
-            start_s=np.full(n, self.env.now),
+            group=group,  # a scalar or n values (the column assignment broadcasts)
+            tag=tag,
+            start_s=self.env.now,
         )
         local = (src == dst) | (size <= 0)
         if local.any():
@@ -211,6 +210,10 @@ class FlowNetwork(SoloFlows):
     def _pairs(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(link, weight, position in ``ids``) of every hop of the flows ``ids``."""
         fl = self.flows.col
+        if ids.size == 1:  # one flow (a ring chunk, a send): its hops are one slice
+            ptr, n = int(fl["pair_ptr"][ids[0]]), int(fl["pair_len"][ids[0]])
+            return (self.pairs.link[ptr:ptr + n], self.pairs.weight[ptr:ptr + n],
+                    np.zeros(n, dtype=np.int64))
         lens = fl["pair_len"][ids]
         owner = np.repeat(np.arange(ids.size), lens)
         first = fl["pair_ptr"][ids] - np.cumsum(lens) + lens
