@@ -54,10 +54,11 @@ def _reference(cfg: RouterConfig, ranks: int, per_rank: int, experts: int, top_k
 
 @pytest.mark.parametrize("cfg", [RouterConfig(kind="zipf", alpha=1.2, capacity_factor=1.0),
                                  RouterConfig(kind="hot", hot_factor=6.0)])
-def test_route_counts_equal_a_per_token_reference(cfg: RouterConfig) -> None:
-    r = route_tokens(cfg, tokens_per_rank=40, n_ranks=8, n_experts=32, top_k=4, seed=5,
+@pytest.mark.parametrize("per_rank", [40, 300])  # 300: counted rank by rank (_pair_counts)
+def test_route_counts_equal_a_per_token_reference(cfg: RouterConfig, per_rank: int) -> None:
+    r = route_tokens(cfg, tokens_per_rank=per_rank, n_ranks=8, n_experts=32, top_k=4, seed=5,
                      layer=2, ranks_per_node=4)
-    tokens, dedup, nodes = _reference(cfg, 8, 40, 32, 4, 4)
+    tokens, dedup, nodes = _reference(cfg, 8, per_rank, 32, 4, 4)
     assert np.array_equal(r.tokens, tokens)
     assert np.array_equal(r.rank_tokens_dedup, dedup)
     assert np.array_equal(r.node_tokens_dedup, nodes)
