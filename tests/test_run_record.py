@@ -10,6 +10,7 @@ stragglers, collectives and critical path of the live run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -19,8 +20,10 @@ import networkx as nx
 import pytest
 from click.testing import CliRunner
 from test_layers import import_edges, package
+from test_step import _model, _spec  # the small Mixtral-shaped steps
 
 from moesim.cli import main
+from moesim.parallel.layout import ParallelLayout
 from moesim.results.critical_path import walk
 from moesim.results.group_record import GroupEvidence
 from moesim.results.run_file import load_evidence, reread
@@ -28,6 +31,8 @@ from moesim.results.walk_record import WalkRecord
 from moesim.runner.run import run_scenario
 from moesim.scenario import load_scenario_file
 from moesim.scenarios import resolve
+from moesim.step import simulate_step
+from moesim.step.critical_record import walk_record
 
 READERS = ("moesim.results.attribution", "moesim.results.critical_path",
            "moesim.results.run_file", "moesim.results.trace", "moesim.results.timeline")
@@ -124,3 +129,16 @@ def test_a_changed_record_changes_the_reading() -> None:
     stragglers, _ = reread(replace(ev, slowdown=slowdown, end_s=end_s))
     assert stragglers[0].cause == "slow_gpu" and stragglers[0].rank == 3
     assert all(s.cause != "slow_gpu" for s in reread(ev)[0])
+
+
+def test_a_dense_step_record_round_trips() -> None:
+    """No MoE layer: the record's per-layer and all-to-all tables are empty, and still come
+    back from JSON equal, walking to the same path."""
+    model = dataclasses.replace(_model(), num_layers=2, moe_layers=(False, False),
+                                intermediate_size=14336)
+    rec = walk_record(simulate_step(_spec(ParallelLayout(dp=4, pp=2), model=model,
+                                          microbatches=2)))
+    assert rec.a2a_send_s.size == rec.moe_layers.size == 0
+    back = WalkRecord.from_dict(json.loads(json.dumps(rec.to_dict(), allow_nan=False)))
+    assert back.equal(rec)
+    assert walk(back).to_dict() == walk(rec).to_dict()

@@ -87,6 +87,8 @@ def same(a: object, b: object, dtypes: dict[str, tuple[str, int]]) -> bool:
         if f.name not in dtypes:
             if x != y:
                 return False
+        elif x.size == 0 == y.size and x.ndim == y.ndim:
+            continue  # empty: JSON keeps no trailing dimensions
         elif x.shape != y.shape or not np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
             return False
     return True
