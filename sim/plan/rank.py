@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from moesim.errors import ConfigError
 from moesim.model import ModelConfig
-from moesim.plan.candidates import Candidate
+from moesim.plan.extrapolate import probe_counts
 from moesim.plan.prepare import Prepared, Ranked
 from moesim.plan.simulate import SimTask, simulate_all, step_spec
 from moesim.plan.spec import DesignSpec
@@ -38,11 +38,13 @@ def to_simulate(ranked: list[Ranked], seq_len: int, first: int, cap: int) -> lis
     return todo[: cap - len(done)]
 
 
-def work(cand: Candidate) -> int:
+def work(task: SimTask) -> int:
     """A proxy of a candidate's fast-mode wall time: the representative pipeline's ranks
-    (pp x tp x cp) times its micro-batch passes; the order it sets only balances workers."""
-    lay = cand.layout
-    return lay.pp * lay.tp * lay.cp * cand.num_microbatches
+    (pp x tp x cp) times the micro-batch passes it runs (the two probes' when it is
+    extended, :mod:`moesim.plan.extrapolate`); the order it sets only balances workers."""
+    lay, m = task.step.layout, task.step.microbatches
+    probes = probe_counts(task.step) if task.extrapolate and task.routing_draws else None
+    return lay.pp * lay.tp * lay.cp * (sum(probes) if probes else m)
 
 
 def simulate_ranked(spec: DesignSpec, model: ModelConfig, prep: Prepared, jobs: int,
@@ -57,9 +59,9 @@ def simulate_ranked(spec: DesignSpec, model: ModelConfig, prep: Prepared, jobs: 
     while todo := to_simulate(ranked, spec.seq_len, first, cap):
         say(f"simulating {len(todo)} candidate(s) in fast mode (-j {jobs}"
             + (f", dask {dask}" if dask else "") + ")")
-        todo.sort(key=lambda i: -work(ranked[i].cand))  # longest first: workers end together
         tasks = [SimTask(i, step_spec(spec, model, ranked[i].cand, prep.fabric),
                          spec.routing_draws, spec.extrapolate) for i in todo]
+        tasks.sort(key=lambda t: -work(t))  # longest first: workers end together
         recs = simulate_all(tasks, jobs, dask, lambda d, n: say(f"  simulated {d}/{n}"))
         for i, rec in recs.items():
             ranked[i] = Ranked(ranked[i].cand, ranked[i].est, rec.get("result"),
