@@ -13,22 +13,16 @@ stage timeline, the candidates simulated, and the total. ``--max-wall-s`` stops 
 (SIGKILL of its process group) and reports how far it got: how many candidates were
 simulated by then.
 
-Measured (shared 2-core machine, 7 engineers; load 5-14; -j 2):
+Measured (shared 2-core machine, 7 engineers; -j 2):
 
-* 2026-12-03 12:26, ``-- --max-tp 1 --max-cp 1`` (the defaults without TP and CP): sized to
-  1,792 GPUs, 11 candidates fit and all 11 simulated, 71 s wall (chosen tp1 pp16 ep8 dp112,
-  17.71 s simulated step, 20.47 s estimated).
-* 12:48, ``-- --gpus 4096 --max-tp 1 --max-cp 1 -j 2``: 16 simulated (median 5.3 s, max
-  13.9 s each), whole process 65.6 s (load 12-15).
-* 13:03, the same after the step began to run the memory plan's recompute (fid) and the tasks
-  are submitted longest first: 16 simulated (median 7.1 s, max 16.4 s), 69.6 s (load 11-12),
-  chosen step 11.49 s (full recompute simulated; 9.19 s before).
-* 13:35, the defaults after fast mode's fused TP rings (issue 15, 13:16): sized to 1,536 GPUs
-  in 12.1 s, then 0 of 16 candidates simulated by 600 s (stopped; load 8-9).
-* 12:27, the defaults: sized to 1,280 GPUs in 15.3 s (3 counts estimated), then 1 of 16
-  candidates simulated after 629 s; stopped at ``--max-wall-s 1200``. The top 16 by estimate
-  are mostly tp2/tp4/cp2 layouts with ~410 micro-batches, whose TP/CP collectives fast mode
-  runs as flows.
+* 2026-12-03 15:19, the defaults (TP up to 8, CP up to 2; fast mode's fused TP/CP layers,
+  candidates extended from two short runs, the count confirmed in simulated days): 1,536 GPUs,
+  16 candidates simulated (4 to confirm, then 12), whole process
+  100.4 s wall, 34.9 CPU s (child and workers), load 7.9-8.7; per candidate median 9.1 s,
+  max 29.8 s wall (14:47, before fused layers applied to stages that share a host: 107 s,
+  load 6.6-8.5).
+* Before (TP1/CP1 only, no extension): 12:48, ``-- --gpus 4096 --max-tp 1 --max-cp 1``: 16
+  simulated, 65.6 s (load 12-15); 13:35, the TP/CP defaults: 0 of 16 candidates in 600 s.
 """
 
 from __future__ import annotations

@@ -55,6 +55,17 @@ def test_confirmed_count_is_not_below_the_estimate_when_the_estimate_is_optimist
     assert est.gpus in simulated and rec["chosen_gpus"] in simulated
 
 
+def test_report_says_how_many_within_the_band_were_not_simulated(sized: tuple) -> None:
+    """The validation band is wide: layouts the cap left out although the band cannot rule
+    them out are counted in the record and the report, with the cap."""
+    _, rec, md = sized
+    n = rec["unsimulated_within_band"]
+    assert rec["simulate_limits"] == [4, 4] and rec["simulated_count"] == 4
+    assert n is None or 0 <= n <= rec["fitting_count"] - 4
+    if n:
+        assert f"{n} more are within the validation error band" in md and "at most 4" in md
+
+
 def test_simulated_days_charge_goodput() -> None:
     class R:  # a ranked candidate at 1 s per 1M tokens
         def per_token_s(self, seq_len: int) -> float:

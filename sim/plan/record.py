@@ -137,6 +137,9 @@ def to_record(res: DesignResult) -> dict[str, Any]:
         "error_band": band,
         "runner_up_tied": tied(res, ch, res.simulated[1]) if len(res.simulated) > 1 else None,
         "simulated_count": len(res.simulated),
+        "fitting_count": len(res.ranked),
+        "simulate_limits": [spec.simulate_min, spec.simulate_max],
+        "unsimulated_within_band": _unsimulated_within_band(res),
         "candidates": [candidate_record(res, r) for r in res.ranked],
         "rejected": [{"name": c.name, "reason": c.reason}
                      for c in res.candidates if not c.fits],
@@ -151,6 +154,17 @@ def to_record(res: DesignResult) -> dict[str, Any]:
         "step_scenario": step_scenario(spec, res.model, ch.cand, res.fabric),
         "timings_s": res.timings_s,
     }
+
+
+def _unsimulated_within_band(res: DesignResult) -> int | None:
+    """Candidates not simulated whose estimate per token is within the error band of the
+    winner's simulated one (the simulator could not rule them out: the cap stopped it)."""
+    width, seq = band_width(error_band()), res.spec.seq_len
+    if width is None or width != width:
+        return None
+    best = res.chosen.per_token_s(seq)
+    return sum(1 for r in res.ranked if not r.sim
+               and abs(r.est_per_token_s(seq) - best) / best <= width)
 
 
 def _energy_usd(res: DesignResult, days: float) -> float:

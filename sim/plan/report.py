@@ -20,9 +20,12 @@ def _header(rec: dict[str, Any]) -> list[str]:
     band = rec["error_band"]
     sz = rec["sizing"]
     gb = rec["global_batch"]
+    lay, unit = rec["layout"], rec["layout"]["dp"] * rec["micro_batch_size"]
+    rounds = lay["vpp"] > 1  # interleaved: whole rounds of pp micro-batches
     batch = ("" if gb == rec["global_batch_requested"] else
              f" (asked {rec['global_batch_requested']}: adjusted to the nearest multiple of "
-             f"dp x micro-batch = {rec['layout']['dp'] * rec['micro_batch_size']})")
+             f"dp x micro-batch{' x pp' if rounds else ''} = "
+             f"{unit * (lay['pp'] if rounds else 1)})")
     lines = [
         f"# Training-cluster design: {rec['model']} on {rec['chosen_gpus']} x {rec['gpu']}", "",
         f"- **Total parameters {rec['total_params'] / 1e9:,.0f}B**, **active "
@@ -69,7 +72,8 @@ def _why(rec: dict[str, Any]) -> list[str]:
     verdict = {True: "**tied** with the winner within the validation error band",
                False: "outside the error band", None: "(no error band to judge a tie)"}[tied]
     rows = ["## Why this layout", "",
-            f"{len(sims)} candidates ran through the whole-step simulator (fast mode). The "
+            f"{len(sims)} of the {rec['fitting_count']} layouts that fit ran through the "
+            f"whole-step simulator (fast mode){_unsimulated(rec)}. The "
             f"runner-up, {_lay(sims[1]['layout'])}, is {verdict}: "
             f"{(sims[1]['days_to_train'] / win['days_to_train'] - 1):+.1%} days.", "",
             "| layout | sim. s | est. s | days | " + " | ".join(BREAKDOWN_LABELS.values())
@@ -85,6 +89,16 @@ def _why(rec: dict[str, Any]) -> list[str]:
     rows += ["", "The winner's row gives its breakdown in seconds; the others give their "
              "difference from it (per step; batches differ when dp does).", ""]
     return rows
+
+
+def _unsimulated(rec: dict[str, Any]) -> str:
+    """How many the simulator left out although the band could not rule them out."""
+    n, (low, cap) = rec["unsimulated_within_band"], rec["simulate_limits"]
+    if not n:
+        return ""
+    return (f"; {n} more are within the validation error band of the winner by estimate "
+            f"and were not simulated (at least {low}, at most {cap} are: `--simulate-min`, "
+            "`--simulate-max`)")
 
 
 def _mapping(rec: dict[str, Any]) -> list[str]:
