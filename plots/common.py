@@ -73,8 +73,8 @@ def load_run(path: str | Path) -> dict[str, Any]:
     data = load_json(path)
     if data.get("format") != RUN_FORMAT:
         raise ConfigError(
-            "results", f"{path} is not a saved run ({RUN_FORMAT}); write one with save_run "
-            "or `moesim run --save-run FILE`"
+            "results", f"{path} is not a saved run ({RUN_FORMAT}, group mode); write one "
+            "with `moesim run SCENARIO --mode group --save-run FILE`"
         )
     return data
 
