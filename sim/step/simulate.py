@@ -28,9 +28,24 @@ def simulate_step(spec: StepSpec) -> StepState:
     net = FlowNetwork(env, paths, batch_window_rel=spec.fabric.batch_window_rel,
                       record_timeline=False)
     world = spec.layout.world_size
+    route_pipeline(paths, spec)
     st = StepState(spec, build_plan(spec), spec.ops(), net, np.zeros((world, len(CATEGORIES))),
                    np.full(world, np.nan), np.full(world, np.nan))
     return simulate_ranks(st, range(world))
+
+
+def route_pipeline(router: Router, spec: StepSpec) -> None:
+    """Build the routes of every pipeline send (each rank to the same tp / cp / dp rank of
+    the next and previous stage) in one router call, one route search per block of
+    destinations, instead of one per send as they happen; routes depend only on their pair,
+    so the sends are routed as without it."""
+    lay = spec.layout
+    if lay.pp < 2:
+        return
+    ranks = np.arange(lay.world_size)
+    per = lay.world_size // lay.pp  # ranks of a stage: stage s holds [s * per, (s + 1) * per)
+    nxt = (ranks + per) % lay.world_size
+    router.routes(np.concatenate((ranks, nxt)), np.concatenate((nxt, ranks)))
 
 
 def simulate_ranks(st: StepState, ranks: Iterable[int]) -> StepState:
