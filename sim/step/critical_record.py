@@ -19,6 +19,7 @@ from moesim.step.plan import route_layer
 from moesim.step.state import StepState
 
 HOT_TOP = 3  # experts named per hot rank
+COMPUTE = Release()  # a compute span waits on nothing
 
 
 class _Table:
@@ -74,7 +75,7 @@ def _span_rows(st: StepState, strings: _Table, links: _Table, a2a: _Table
         rank, t0, t1, category, lane, where, _op, _value = sp
         lane_id = -1 if lane is None else lanes(id(lane))
         kind, mb, vs, layer, phase = where if where is not None else (None, -1, -1, -1, "")
-        rel = Release() if category == "compute" else releases.of(sp)
+        rel = COMPUTE if category == "compute" else releases.of(sp)
         link = -1 if rel.link < 0 else links(rel.link)
         rows.append((rank, t0, t1, strings(category), lane_id,
                      -1 if kind is None else strings(kind), mb, vs, layer, strings(phase),

@@ -49,6 +49,7 @@ class Releases:
         self.rings = {id(ev): ring for _, ring in rings for ev in ring.rank_done}
         self.ring_key = {id(ring): key for key, ring in rings}
         self.found: dict[int, Release] = {}  # a ring releases many waits: looked up once
+        self.member: dict[int, dict[int, int]] = {}  # per all-to-all: GPU -> its member index
 
     def of(self, sp: Span) -> Release:
         """The releaser of wait span ``sp``."""
@@ -72,7 +73,12 @@ class Releases:
     def _a2a(self, a2a: AllToAll, flow: int) -> Release:
         col = self.st.net.flows.col
         sender = int(col["src"][flow])  # rank r runs on GPU r
-        local = int(np.flatnonzero(a2a.gpus == sender)[0])
+        member = self.member.get(id(a2a))
+        if member is None:  # first GPU of that id wins, as np.flatnonzero(...)[0] would
+            member = self.member[id(a2a)] = {}
+            for i, gpu in enumerate(a2a.gpus.tolist()):
+                member.setdefault(gpu, i)
+        local = member[sender]
         return Release(sender, float(col["start_s"][flow]), self.bottleneck(np.array([flow])),
                        a2a=a2a.tag, local=local)
 
