@@ -129,3 +129,43 @@ ATTENTION_BWD_EFFICIENCY = 0.45
 #: Backward attention FLOPs per forward FLOP: 5 matmuls (recompute S, dV, dP, dQ, dK) against
 #: 2 in the forward; the flash-attention benchmarks count backward as 2.5 x forward.
 ATTENTION_BWD_FLOPS_FACTOR = 2.5
+
+# --------------------------------------------------------------------------------------
+# Quantisation kernels of FP8 training (per precision; see moesim.hardware.precision)
+# --------------------------------------------------------------------------------------
+
+#: HBM bytes per element of one FP8 per-tensor current-scaling quantisation (Transformer
+#: Engine ``Float8CurrentScaling``: "one FP32 scale factor per tensor" computed from the tensor
+#: itself, docs ``features/low_precision_training/fp8_current_scaling``): an amax pass (read the
+#: BF16 tensor, 2 B), then a cast-transpose pass (read 2 B, write the row-wise FP8 copy and the
+#: column-wise one the wgrad GEMM needs, 1 B each): 6 B in 2 kernels. Assumption: counted from
+#: the recipe (two passes, both copies), not measured.
+FP8_CURRENT_SCALING_CAST_BYTES = 2.0 + 2.0 + 2 * 1.0
+
+#: The same for FP8 blockwise scaling (TE ``Float8BlockScaling``, DeepSeek-V3's recipe,
+#: arXiv:2412.19437 section 3.3.2: 1x128 activation tiles, 128x128 weight blocks, FP32 scales):
+#: one fused pass reads 2 B and writes both FP8 copies with one 4-byte scale per 128 elements
+#: each: 2 + 2 x (1 + 4/128) B in 1 kernel. Assumption: counted from the format.
+FP8_BLOCK_CAST_BYTES = 2.0 + 2 * (1.0 + 4.0 / 128)
+
+#: The same for MXFP8 (TE ``MXFP8BlockScaling``, OCP Microscaling spec v1.0: 32 consecutive
+#: elements share one 1-byte E8M0 scale; Blackwell tensor cores read them natively): one pass
+#: reads 2 B and writes the row-wise and column-wise copies, 1 + 1/32 B each, in 1 kernel.
+#: Assumption: counted from the format.
+MXFP8_CAST_BYTES = 2.0 + 2 * (1.0 + 1.0 / 32)
+
+# --------------------------------------------------------------------------------------
+# Dropless MoE host synchronisation
+# --------------------------------------------------------------------------------------
+
+#: GPU idle time per MoE layer forward of a dropless (token-count dependent) dispatch. The host
+#: needs the per-expert token counts to size the all-to-all and the grouped GEMM, so it copies
+#: them device-to-host and waits ("the token dispatcher includes a tensor.cpu() call",
+#: NVIDIA/Megatron-LM issue #1598; "device-to-host copies and host-side synchronization on every
+#: step", Megatron-LM PR #2368; DeepEP normal kernels wait on the CPU for the received count,
+#: deepseek-ai/DeepEP issue #170). The stream drains, and the GPU idles until the host has
+#: read the counts and launched the next kernel. Assumption, 20 us: a D2H copy round trip plus
+#: one host-side op dispatch and kernel launch, each a few microseconds (kernel submission
+#: 4-6 us measured, susun-blog.com "pegainfer (3): From Launch Overhead to CUDA Graph").
+#: Charged once per MoE layer forward (the backward reuses the counts).
+DROPLESS_SYNC_S = 20e-6

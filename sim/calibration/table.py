@@ -60,6 +60,15 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
      "(Dao-AILab/flash-attention PR #2280); FA3 H100 lower (#1051)", "measured"),
     ("ATTENTION_BWD_FLOPS_FACTOR", "x forward", "5 vs 2 matmuls (flash-attention benchmark "
      "convention, FlashAttention-2 paper arXiv:2307.08691)", "measured"),
+    ("FP8_CURRENT_SCALING_CAST_BYTES", "B/element", "TE Float8CurrentScaling (docs "
+     "features/low_precision_training/fp8_current_scaling): amax pass + cast-transpose, "
+     "counted", "assumption"),
+    ("FP8_BLOCK_CAST_BYTES", "B/element", "TE Float8BlockScaling / DeepSeek-V3 report "
+     "arXiv:2412.19437v1 section 3.3.2 (1x128, 128x128, FP32 scales), counted", "assumption"),
+    ("MXFP8_CAST_BYTES", "B/element", "OCP Microscaling spec v1.0 (32 elements per E8M0 "
+     "scale), TE MXFP8BlockScaling, counted", "assumption"),
+    ("DROPLESS_SYNC_S", "s", "D2H token-count sync per MoE layer fwd (Megatron-LM #1598, "
+     "PR #2368; DeepEP #170); launch 4-6 us (pegainfer (3), susun-blog.com)", "assumption"),
     ("NVLINK_H100_ACHIEVABLE_FRACTION", "fraction", "370 of 450 GB/s busbw, non-all-reduce "
      "collectives (NVIDIA/nccl-tests issue #212)", "measured"),
     ("NVLINK_H800_ACHIEVABLE_FRACTION", "fraction", "160 of 200 GB/s (DeepSeek-V3 report "

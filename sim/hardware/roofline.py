@@ -159,6 +159,11 @@ def _tokens(tokens_per_expert: ArrayLike) -> FloatArray:
     return m
 
 
+def _aligned(tokens: FloatArray) -> FloatArray:
+    """Tokens of each expert rounded up to the grouped GEMM's row block (0 stays 0)."""
+    return np.ceil(tokens / kernels.GEMM_TILE_M) * kernels.GEMM_TILE_M
+
+
 def grouped_gemm_time_s(
     gpu: GpuSpec,
     tokens_per_expert: ArrayLike,
@@ -175,7 +180,13 @@ def grouped_gemm_time_s(
 
     All experts' tiles share the SMs (one launch), so time follows the rank's total work:
     a rank that received 4x the tokens takes ~4x as long once compute-bound. An expert
-    with no tokens costs nothing (its weights are not read).
+    with no tokens costs nothing (its weights are not read). Each expert's tokens occupy whole
+    row blocks of ``GEMM_TILE_M`` (128) rows: grouped GEMMs tile every expert with the same
+    block, and the contiguous layout aligns each expert's rows to it (DeepGEMM
+    ``m_grouped_..._contiguous``: block M = ``get_mk_alignment_for_contiguous_layout()``, 128
+    by default), so an expert with 129 tokens costs 256 rows of tensor-core work (the wgrad's
+    reduction over tokens alike). Efficiency thus falls as tokens per expert fall, by up to
+    2x just above a block boundary.
     """
     check_dtype(dtype)
     check_slowdown(slowdown)

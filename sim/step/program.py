@@ -22,7 +22,8 @@ Per pass (see :mod:`moesim.schedule` for the orders):
 
 Data parallelism follows Megatron's distributed optimizer: ring reduce-scatter of the bf16
 gradients (dense parameters over the rank's DP group, routed experts over its EDP group), the
-optimizer step (memory-bound) on the local shard, ring all-gather of the updated bf16
+optimizer step (memory-bound) on the local shard (with an FP8 precision, plus quantising the
+rank's weights once per step: booked as ``optimizer``), ring all-gather of the updated bf16
 parameters. With ``spec.dp_overlap`` (Megatron ``--overlap-grad-reduce``, one bucket per
 layer) each layer's reduce-scatter starts when the rank has run that layer's last backward
 (embedding / LM-head grads with their chunk's), sharing the fabric with the remaining
@@ -41,7 +42,7 @@ import numpy as np
 import simpy
 
 from moesim.collectives.p2p import send
-from moesim.hardware import memory_bound_time_s
+from moesim.hardware import cast_time_s, memory_bound_time_s
 from moesim.schedule.ops import Pass
 from moesim.step.plan import LayerPlan
 from moesim.step.state import (
@@ -287,6 +288,9 @@ def _dp_tail(st: StepState, rank: int) -> Generated:
     shard = dense / (lay.dp * lay.cp) + expert / lay.edp  # dense: over the DP x CP group
     opt_s = float(memory_bound_time_s(plan.gpu, shard * OPTIMIZER_BYTES_PER_PARAM,
                                       float(st.slowdown[rank])))
+    # FP8 precisions quantise the rank's weights once per step (moesim.hardware.precision)
+    opt_s += float(cast_time_s(plan.gpu, dense + expert, st.spec.compute_dtype,
+                               float(st.slowdown[rank])))
     st.time_s[rank, CATEGORIES.index("optimizer")] += opt_s
     yield st.env.timeout(opt_s)
     gathers = [

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from moesim.errors import ConfigError
-from moesim.hardware import get_gpu
+from moesim.hardware import PRECISIONS, check_precision_gpu, get_gpu, get_precision
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
 from moesim.parallel.memory import RECOMPUTE_ORDER, choose_recompute
@@ -23,12 +23,14 @@ from moesim.schedule import build_schedule
 from moesim.schedule.ops import ScheduleOps
 from moesim.workload.costs import WIRE_DTYPES
 
-COMPUTE_DTYPES = ("bf16", "fp8")
-"""Precision of the decoder layers' GEMMs (forward, dgrad and wgrad). With ``fp8`` they run
-at the FP8 matmul rate, as in DeepSeek-V3's FP8 mixed-precision training (technical report,
-arXiv:2412.19437, section 3.3.1); the attention core, the router, the embedding and the LM
-head stay BF16 there and here. The quantisation kernels around each FP8 GEMM are not
-modelled."""
+COMPUTE_DTYPES = tuple(PRECISIONS)
+"""Precision of the decoder layers' GEMMs (forward, dgrad and wgrad), as users name it:
+``bf16``, ``fp8-cs`` (per-tensor current scaling), ``fp8-block`` (DeepSeek-V3's 1x128 /
+128x128 blocks), ``mxfp8`` (Blackwell only), and ``fp8`` (FP8 GEMMs with their quantisation
+kernels left out). FP8 precisions run the GEMMs at the FP8 matmul rate, as in DeepSeek-V3's FP8
+mixed-precision training (technical report, arXiv:2412.19437, section 3.3.1), and charge their
+casts (:mod:`moesim.hardware.precision`); the attention core, the router, the embedding and
+the LM head stay BF16 there and here."""
 DISPATCHERS = ("alltoall", "deepep")
 """How the MoE all-to-alls move tokens. ``alltoall``: one NCCL-style all-to-all between the EP
 ranks (Megatron's alltoall token dispatcher), a token once per destination rank with ``dedup``
@@ -97,7 +99,8 @@ class StepSpec:
         chosen, _, _ = choose_recompute(
             self.model, self.layout, seq_len=self.seq_len,
             micro_batch_size=self.micro_batch_size, num_microbatches=self.microbatches,
-            hbm_bytes=get_gpu(self.gpu).hbm_bytes, precision=self.compute_dtype,
+            hbm_bytes=get_gpu(self.gpu).hbm_bytes,
+            precision=get_precision(self.compute_dtype).gemm_dtype,
             schedule="1f1b" if odd_dualpipe else self.schedule)
         return chosen
 
@@ -123,6 +126,7 @@ class StepSpec:
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise ConfigError("step.compute_dtype", f"unknown {self.compute_dtype!r}; allowed: "
                               + ", ".join(COMPUTE_DTYPES))
+        check_precision_gpu(self.compute_dtype, get_gpu(self.gpu), "step.compute_dtype")
         if self.grad_reduce_dtype not in GRAD_REDUCE_BYTES:
             raise ConfigError("step.grad_reduce_dtype", f"unknown {self.grad_reduce_dtype!r}; "
                               "allowed: " + ", ".join(GRAD_REDUCE_BYTES))

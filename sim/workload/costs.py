@@ -22,10 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from moesim.calibration import DROPLESS_SYNC_S
 from moesim.hardware import (
     GpuSpec,
     attention_backward_time_s,
     attention_time_s,
+    cast_time_s,
     gemm_backward_time_s,
     gemm_time_s,
     grouped_gemm_backward_time_s,
@@ -85,19 +87,29 @@ def attention_core_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward:
     return float(fn(gpu, **core))
 
 
+def _casts_s(shape: LayerShape, gpu: GpuSpec, m: float, n: float, k: float, slowdown: float,
+             backward: bool) -> float:
+    """Quantisation kernels of the GEMM ``Y[m,n] = X[m,k] @ W[k,n]`` in the layer's precision
+    (:mod:`moesim.hardware.precision`): forward ``X`` (m k elements), backward ``dY`` (m n)."""
+    return float(cast_time_s(gpu, m * (n if backward else k), shape.compute_dtype, slowdown))
+
+
 def attention_block_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward: bool) -> float:
     """Attention block of one layer: projections, attention core, norms/residuals."""
     m, h = shape.gathered_tokens, shape.hidden
     proj_n = attention_matmul_params(shape.model) / h / shape.tp
     norms = memory_bound_time_s(gpu, 6.0 * shape.tokens_per_rank * h * BF16_BYTES, slowdown)
     core = attention_core_s(shape, gpu, slowdown, backward)
+    casts = _casts_s(shape, gpu, m, proj_n, h, slowdown, backward)
     if backward:
         return float(
-            gemm_backward_time_s(gpu, m, proj_n, h, shape.compute_dtype, slowdown)
+            gemm_backward_time_s(gpu, m, proj_n, h, shape.gemm_dtype, slowdown)
             + core
             + 2 * norms
+            + casts
         )
-    return float(gemm_time_s(gpu, m, proj_n, h, shape.compute_dtype, slowdown) + core + norms)
+    return float(gemm_time_s(gpu, m, proj_n, h, shape.gemm_dtype, slowdown) + core + norms
+                 + casts)
 
 
 def ffn_s(
@@ -105,19 +117,24 @@ def ffn_s(
 ) -> float:
     """A dense FFN (or the shared experts) of ``intermediate`` columns, TP-sharded, on the
     gathered tokens."""
-    m, h, model, dt = shape.gathered_tokens, shape.hidden, shape.model, shape.compute_dtype
+    m, h, model, dt = shape.gathered_tokens, shape.hidden, shape.model, shape.gemm_dtype
     ffn = intermediate // shape.tp
+    up_n = (2 if model.gated_ffn else 1) * ffn
     dense = gemm_backward_time_s if backward else gemm_time_s
-    up = float(dense(gpu, m, (2 if model.gated_ffn else 1) * ffn, h, dt, slowdown))
-    return up + float(dense(gpu, m, h, ffn, dt, slowdown))
+    up = float(dense(gpu, m, up_n, h, dt, slowdown))
+    casts = (_casts_s(shape, gpu, m, up_n, h, slowdown, backward)
+             + _casts_s(shape, gpu, m, h, ffn, slowdown, backward))
+    return up + float(dense(gpu, m, h, ffn, dt, slowdown)) + casts
 
 
 def router_s(shape: LayerShape, gpu: GpuSpec, slowdown: float) -> float:
-    """Gate GEMM plus permuting the token copies into expert order."""
+    """Gate GEMM, the dropless token-count sync (the GPU idles
+    :data:`~moesim.calibration.DROPLESS_SYNC_S` while the host reads the per-expert counts;
+    every MoE layer here is dropless), then permuting the token copies into expert order."""
     m, h, model = shape.tokens_per_rank, shape.hidden, shape.model
     gate = gemm_time_s(gpu, m, model.n_routed_experts, h, "bf16", slowdown)
     permute = memory_bound_time_s(gpu, permute_bytes(shape), slowdown)
-    return float(gate + permute)
+    return float(gate + DROPLESS_SYNC_S * slowdown + permute)
 
 
 def experts_s(
@@ -130,14 +147,16 @@ def experts_s(
     With ``etp > 1`` each expert's FFN columns are split over the ETP group, which all-gathers
     its members' dispatched tokens first: ``etp`` times ``local_load`` (every EP group routes
     alike) through ``1/etp`` of the columns."""
-    model, h, dt = shape.model, shape.hidden, shape.compute_dtype
+    model, h, dt = shape.model, shape.hidden, shape.gemm_dtype
     ffn = model.moe_intermediate_size // shape.etp
     local_load = local_load * shape.etp
     up_n = (2 if model.gated_ffn else 1) * ffn
     grouped = grouped_gemm_backward_time_s if backward else grouped_gemm_time_s
+    rows = float(local_load.sum())
     t: float = grouped(gpu, local_load, h, up_n, dt, slowdown) + grouped(
         gpu, local_load, ffn, h, dt, slowdown
-    )
+    ) + _casts_s(shape, gpu, rows, up_n, h, slowdown, backward) + _casts_s(
+        shape, gpu, rows, h, ffn, slowdown, backward)
     if model.n_shared_experts and shape.tp == 1:  # tp = 1: on the rank's own tokens
         sffn = model.shared_expert_intermediate_size * model.n_shared_experts
         t += ffn_s(shape, gpu, sffn, slowdown, backward)

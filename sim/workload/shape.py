@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moesim.hardware.precision import get_precision
 from moesim.model import ModelConfig
 
 BF16_BYTES = 2  # bytes per bf16 element: hidden states, activations, gradients on the wire
@@ -22,7 +23,7 @@ class LayerShape:
     model: ModelConfig
     tokens_per_rank: int  # tokens the rank holds between layers (its TP/CP shard)
     seq_len: int
-    compute_dtype: str = "bf16"
+    compute_dtype: str = "bf16"  # the precision (moesim.hardware.precision.PRECISIONS)
     tp: int = 1  # tensor-parallel degree (with sequence parallelism)
     cp: int = 1  # context-parallel degree
     etp: int = 1  # expert-tensor-parallel degree
@@ -30,6 +31,11 @@ class LayerShape:
     @property
     def hidden(self) -> int:
         return self.model.hidden_size
+
+    @property
+    def gemm_dtype(self) -> str:
+        """The GEMM rate of the precision: "bf16" or "fp8"."""
+        return get_precision(self.compute_dtype).gemm_dtype
 
     @property
     def gathered_tokens(self) -> int:
