@@ -45,7 +45,7 @@ def test_shipped_step_scenarios_load() -> None:
     ds = step_spec(load_scenario_file(resolve("deepseek-v3-2048xh800")))
     assert (ds.layout.world_size, ds.layout.pp, ds.layout.ep, ds.layout.dp) == (2048, 16, 64, 128)
     assert (ds.microbatches, ds.compute_dtype, ds.dispatcher, ds.schedule) == (
-        15360 // 128, "fp8", "deepep", "dualpipe")
+        15360 // 128, "fp8-block", "deepep", "dualpipe")
 
 
 def test_microbatches_follow_megatron() -> None:

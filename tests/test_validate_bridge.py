@@ -18,10 +18,17 @@ def test_row_settings_reach_the_step(case) -> None:  # type: ignore[no-untyped-d
         assert getattr(spec.layout, key) == lay.get(key, 1)
     assert spec.microbatches * spec.layout.dp * spec.micro_batch_size == a["global_batch"]
     assert spec.seq_len == 4096 and spec.router.kind == "force_balanced"
-    assert spec.compute_dtype == ("bf16" if a["precision"] == "BF16" else "fp8")
+    assert spec.compute_dtype == {"BF16": "bf16", "FP8-CS": "fp8-cs", "FP8-MX": "mxfp8",
+                                  "MXFP8": "mxfp8"}[a["precision"]]
+    assert spec.dispatcher == ("alltoall" if case.gpu == "GB200" else "deepep")
     assert spec.gpu == case.gpu and spec.recompute == "auto"
     assert (case.group, case.scope, case.path) == ("out_of_sample", "end_to_end", "fast")
-    assert case.assumptions and ("@00b7660b" in case.source or "@1a2ac152" in case.source)
+    assert case.assumptions and ("@df0289c1" in case.source or "@1a2ac152" in case.source)
+
+
+def test_one_case_per_system_model_and_layout() -> None:
+    keys = [(c.gpu, dict(c.args)["model"], dict(c.args)["layout"]) for c in BRIDGE_CASES]
+    assert len(keys) == len(set(keys)) == 9
 
 
 def test_qwen3_30b_shape_from_its_config() -> None:

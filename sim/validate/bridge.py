@@ -1,21 +1,32 @@
-"""Out-of-sample end-to-end cases: the Megatron-Bridge performance table (NeMo 25.11).
+"""Out-of-sample end-to-end cases: the Megatron-Bridge performance tables (NeMo 25.09-26.08).
 
 Source: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` at commit
-00b7660be0254ac6f95f44164ddd0c3e9cc798ed, section "25.11 NeMo Container / Pre-Training
-Performance": per system (DGX-GB200, DGX-B200, DGX-H100) and model, the GPU count, precision,
-GBS, MBS, sequence length, FSDP, TP, PP, CP, VP, EP, GA and the measured tokens / s / GPU.
-The table's notes: "we force-balance the token distribution among experts and all
-benchmarks are token-dropless" (Megatron ``--moe-router-force-load-balancing``: router kind
-``force_balanced``), and FP8 on H100 is DeepSeek-style blockwise (128x128 weights, 1x128
-activations), MXFP8 on Blackwell. No moesim constant was chosen with these numbers in view.
+df0289c180dd20ff26933455c7a0a11084f6a36f (sections "26.02 NeMo Container", "25.11 NeMo
+Container" and "25.09 NeMo Container" / Pre-Training Performance; the 25.11 section there is
+the one of commit 00b7660b with the DGX-H100 Qwen3-235B row's missing GBS column restored):
+per system (DGX-GB200, DGX-B200, DGX-H100) and model, the GPU count, precision, GBS, MBS,
+sequence length, FSDP, TP, PP, CP, VP, EP, GA and the measured tokens / s / GPU. The tables'
+notes: "we force-balance the token distribution among experts and all benchmarks are
+token-dropless" (Megatron ``--moe-router-force-load-balancing``: router kind
+``force_balanced``). No moesim constant was chosen with these numbers in view.
 
-Every setting the table states is passed to the simulator as stated. What it leaves open is
-a listed assumption of each case: the fabric (DGX SuperPOD reference: one 400 Gb/s CX7 NIC
-per GPU on a non-blocking rail-optimised fat tree), the token dispatcher (the Megatron-Bridge
-perf recipes use DeepEP / "flex" for DeepSeek-V3 and the alltoall dispatcher for Qwen3:
-assumption), recompute (the memory plan's choice, ``recompute: auto``), and that FP8 GEMMs
-run at the FP8 matmul rate. A DGX-GB200 / GB300 row needs several NVL72 racks on a
-scale-out network, which moesim cannot express yet: those rows are not cases.
+One case per system, model and layout, from the newest table that states it (a row repeated
+in a later container with the same layout is taken from the later one: 26.02 over 25.11 for
+DeepSeek-V3 and Qwen3-30B on DGX-B200 and Qwen3-235B on DGX-H100; the 26.08 GB200 row over
+its 26.02 and 25.11 readings). Every setting the table states is passed to the simulator as
+stated; precision names map to moesim's (FP8-MX / MXFP8 -> ``mxfp8``, FP8-CS -> ``fp8-cs``,
+BF16 -> ``bf16``). What it leaves open is a listed assumption of each case: the fabric (DGX
+SuperPOD reference: one 400 Gb/s CX7 NIC per GPU on a non-blocking rail-optimised fat tree),
+the token dispatcher (DeepEP on DGX-H100 and DGX-B200, as the Megatron-Bridge MoE hardware
+playbook states, ``skills/perf-techniques/moe-hardware-configs``; the GB200 row's HybridEP / NCCL
+EP is not modelled and runs the alltoall dispatcher), recompute (the memory plan's choice,
+``recompute: auto``), the multi-token-prediction module (not modelled) and the pipeline layout
+(moesim's even split; the recipes' custom layouts are not stated in the table).
+
+Not cases: DGX-GB200 / GB300 rows on several NVL72 racks (moesim cannot build racks of 64 used
+GPUs on a scale-out network yet), DGX-B300 / GB300 rows (no B300 preset), GPT-OSS 120B and the
+Llama rows (not moesim models), and the 25.09 "tokendrop" rows (capacity-limited routing with
+padding is not modelled).
 
 The published figure is tokens / s / GPU; the prediction is global_batch x seq_len over the
 simulated step time (fast mode) and the GPU count.
@@ -29,11 +40,15 @@ from moesim.model import get_model
 from moesim.model.config import ModelConfig
 from moesim.validate.case import Case
 
-SOURCE = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @00b7660b, NeMo 25.11 "
-          "container, pre-training table")
+_DOC = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @df0289c1"
+SOURCE_2602 = f"{_DOC}, 26.02 NeMo container, pre-training table"
+SOURCE = f"{_DOC}, 25.11 NeMo container, pre-training table (as @00b7660b)"
+SOURCE_2509 = f"{_DOC}, 25.09 NeMo container, pre-training table (dropless row)"
 SOURCE_2608 = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, NeMo 26.08 container "
                "(as mirrored at swiss-ai/Megatron-Bridge @1a2ac152); the same row read 23766 "
-               "in 25.11")
+               "in 25.11 and 26084 in 26.02")
+PRECISIONS = {"FP8-MX": "mxfp8", "MXFP8": "mxfp8", "FP8-CS": "fp8-cs", "BF16": "bf16"}
+"""The tables' precision names -> moesim's (:mod:`moesim.hardware.precision`)."""
 TOLERANCE = 0.10
 TOLERANCE_WHY = ("one benchmark run per row, no spread published; the same rows moved by up "
                  "to ~10% between the 25.09 and 25.11 containers: 10%")
@@ -55,38 +70,47 @@ def bridge_model(name: str) -> ModelConfig:
 
 
 def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int,
-          layout: dict[str, int], tokens_per_gpu_s: float, dispatcher: str,
-          source: str = SOURCE) -> Case:
+          layout: dict[str, int], tokens_per_gpu_s: float, source: str) -> Case:
     lay = " ".join(f"{k.upper()}{v}" for k, v in layout.items())
     gpu = {"DGX-H100": "H100", "DGX-B200": "B200", "DGX-GB200": "GB200"}[system]
+    dispatcher = "alltoall" if gpu == "GB200" else "deepep"
     fabric = ("nvl72-gb200 (one rack; the case's GPUs are its first ones)" if gpu == "GB200"
               else "rail-optimised fat tree, 1 x 400G CX7 per GPU, 1:1")
     args = (("model", model), ("gpu", gpu), ("gpus", gpus), ("precision", precision),
             ("global_batch", gbs), ("micro_batch_size", mbs), ("seq_len", 4096),
             ("layout", tuple(layout.items())), ("dispatcher", dispatcher))
+    why = ("the recipes' HybridEP / NCCL EP is not modelled: alltoall" if gpu == "GB200" else
+           "DeepEP, as the Megatron-Bridge MoE hardware playbook states for H100 / B200")
     return Case(
-        f"{model} {gpus}x {gpu} {precision} {lay}", "bridge", args, tokens_per_gpu_s,
+        f"{model} {gpus}x {gpu} {precision} GBS{gbs} {lay}", "bridge", args, tokens_per_gpu_s,
         "tokens/s/GPU", TOLERANCE, source, scope="end_to_end", gpu=gpu, path="fast",
         tolerance_why=TOLERANCE_WHY,
         note=f"{system}, GBS {gbs}, MBS {mbs}, seq 4096, force-balanced dropless router",
-        assumptions=(f"dispatcher {dispatcher}", fabric, "recompute: the memory plan's choice",
-                     f"{precision} GEMMs at the {'FP8' if precision != 'BF16' else 'BF16'} "
-                     "matmul rate; quantisation kernels not modelled"),
+        assumptions=(f"dispatcher {dispatcher}: {why}", fabric,
+                     "recompute: the memory plan's choice", "no MTP module; even stage split",
+                     f"{precision} as moesim's {PRECISIONS[precision]}"),
     )
 
 
 BRIDGE_CASES: tuple[Case, ...] = (
-    _case("DGX-B200", "deepseek-v3", 256, "FP8-MX", 2048, 1, {"pp": 16, "ep": 8}, 2139.0,
-          "deepep"),
-    _case("DGX-B200", "qwen3-30b-a3b", 8, "FP8-MX", 512, 1, {"ep": 8}, 9299.0, "alltoall"),
+    _case("DGX-B200", "deepseek-v3", 256, "FP8-MX", 4096, 1, {"pp": 16, "ep": 8}, 2689.0,
+          SOURCE_2602),
+    _case("DGX-B200", "qwen3-30b-a3b", 8, "FP8-MX", 512, 1, {"ep": 8}, 9691.0, SOURCE_2602),
+    _case("DGX-B200", "qwen3-235b-a22b", 256, "FP8-MX", 8192, 1, {"pp": 8, "ep": 8}, 3805.0,
+          SOURCE_2602),
+    _case("DGX-H100", "qwen3-30b-a3b", 16, "FP8-CS", 1024, 1, {"pp": 2, "vpp": 12, "ep": 8},
+          2557.0, SOURCE_2602),
+    _case("DGX-H100", "qwen3-235b-a22b", 256, "FP8-CS", 8192, 1,
+          {"tp": 2, "pp": 8, "vpp": 4, "ep": 32}, 1633.0, SOURCE_2602),
     _case("DGX-B200", "qwen3-235b-a22b", 64, "FP8-MX", 1024, 1, {"pp": 8, "vpp": 2, "ep": 8},
-          3269.0, "alltoall"),
+          3269.0, SOURCE),
     _case("DGX-H100", "qwen3-30b-a3b", 16, "FP8-CS", 512, 2, {"pp": 2, "vpp": 24, "ep": 8},
-          5275.0, "alltoall"),
-    _case("DGX-GB200", "qwen3-30b-a3b", 8, "MXFP8", 512, 4, {"ep": 8}, 39936.0, "alltoall",
-          source=SOURCE_2608),
+          5275.0, SOURCE),
+    _case("DGX-H100", "deepseek-v3", 1024, "FP8-CS", 8192, 1,
+          {"tp": 2, "pp": 8, "vpp": 4, "ep": 64}, 1297.0, SOURCE_2509),
+    _case("DGX-GB200", "qwen3-30b-a3b", 8, "MXFP8", 512, 4, {"ep": 8}, 39936.0, SOURCE_2608),
 )
-"""The DGX-B200 and DGX-H100 MoE rows of the 25.11 table (GPT-OSS 120B is not a moesim model;
-the H100 Qwen3-235B row has a column missing in the source, so its batch is unknown), and the
-one DGX-GB200 row that fits in one NVL72 rack (8 GPUs), from the 26.08 table. The other
-GB200/GB300 rows use 64 GPUs of each 72-GPU rack, which moesim's rank map cannot express."""
+"""The DGX-B200 and DGX-H100 MoE rows of the 26.02 table, the 25.11 rows whose layout the
+26.02 table does not repeat, the 25.09 DGX-H100 DeepSeek-V3 dropless row (its table has no
+precision column; FP8-CS is an assumption: the H100 rows of the later tables are FP8-CS), and
+the one DGX-GB200 row that fits in one NVL72 rack (8 GPUs), from the 26.08 table."""

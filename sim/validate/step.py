@@ -32,7 +32,7 @@ from moesim.runner.specs import step_spec
 from moesim.scenario import load_scenario_file
 from moesim.scenarios import resolve
 from moesim.step import StepResult, StepSpec, run_step
-from moesim.validate.bridge import bridge_model
+from moesim.validate.bridge import PRECISIONS, bridge_model
 from moesim.validate.case import Case
 
 
@@ -109,7 +109,7 @@ def bridge_spec(case: Case) -> StepSpec:
         microbatches=gbs // (layout.dp * mbs), micro_batch_size=mbs,
         seq_len=int(a["seq_len"]),
         router=RouterConfig(kind="force_balanced"),
-        compute_dtype="bf16" if a["precision"] == "BF16" else "fp8",
+        compute_dtype=PRECISIONS[str(a["precision"])],
         dispatcher=str(a["dispatcher"]),
     )
 
