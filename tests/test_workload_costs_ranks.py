@@ -22,21 +22,24 @@ def _routing(ranks: int, experts: int, top_k: int, redundant: int = 0, seed: int
                         top_k=top_k, seed=seed, layer=1)
 
 
-CASES = [  # (model, ranks, redundant experts, tp, etp): shared experts or not, TP / ETP,
-    # fewer and more than 8 local experts (numpy's pairwise sum unrolls from 8), uneven hosts
-    ("moe-1t", 64, 0, 1, 1),
-    ("moe-1t", 16, 0, 1, 1),
-    ("deepseek-v3", 32, 8, 1, 1),
-    ("mixtral-8x7b", 4, 0, 2, 2),
-    ("deepseek-v3", 64, 3, 2, 1),
+CASES = [  # (model, ranks, redundant experts, tp, etp, precision): shared experts or not,
+    # TP / ETP, fewer and more than 8 local experts (numpy's pairwise sum unrolls from 8),
+    # uneven hosts, precisions with one and two cast kernels
+    ("moe-1t", 64, 0, 1, 1, "bf16"),
+    ("moe-1t", 16, 0, 1, 1, "fp8-cs"),
+    ("deepseek-v3", 32, 8, 1, 1, "fp8-block"),
+    ("mixtral-8x7b", 4, 0, 2, 2, "bf16"),
+    ("deepseek-v3", 64, 3, 2, 1, "fp8-cs"),
 ]
 
 
-@pytest.mark.parametrize(("name", "ranks", "redundant", "tp", "etp"), CASES)
+@pytest.mark.parametrize(("name", "ranks", "redundant", "tp", "etp", "precision"), CASES)
 def test_layer_costs_price_each_rank_as_experts_s_does(name: str, ranks: int, redundant: int,
-                                                        tp: int, etp: int) -> None:
+                                                        tp: int, etp: int, precision: str
+                                                        ) -> None:
     model = get_model(name)
-    shape = LayerShape(model, tokens_per_rank=512, seq_len=4096, tp=tp, etp=etp)
+    shape = LayerShape(model, tokens_per_rank=512, seq_len=4096, compute_dtype=precision,
+                       tp=tp, etp=etp)
     routing = _routing(ranks, model.n_routed_experts, model.top_k, redundant)
     slow = np.where(np.arange(ranks) % 5 == 2, 1.75, 1.0)
     costs = layer_costs(shape, H800, routing, slow)

@@ -222,9 +222,11 @@ def grouped_gemm_rows_time_s(
         check_slowdown(float(value))
     k_, n_ = dim("grouped_gemm.k", k), dim("grouped_gemm.n", n)
 
+    run = (2.0 * _aligned(m) * n_ * k_).sum(axis=1)  # FLOPs run: whole row blocks per expert
+
     def kernel(terms: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
-        flops, padded, moved = (t.sum(axis=1) for t in terms)
-        return _kernel_s(gpu, flops, padded, moved, dtype) * slow
+        flops, _, moved = (t.sum(axis=1) for t in terms)
+        return _kernel_s(gpu, flops, run, moved, dtype) * slow
 
     if not backward:
         return kernel(_gemm_terms(m, n_, k_, dtype))

@@ -30,6 +30,7 @@ from moesim.hardware import (
     cast_time_s,
     gemm_backward_time_s,
     gemm_time_s,
+    get_precision,
     grouped_gemm_backward_time_s,
     grouped_gemm_time_s,
     memory_bound_time_s,
@@ -92,6 +93,16 @@ def _casts_s(shape: LayerShape, gpu: GpuSpec, m: float, n: float, k: float, slow
     """Quantisation kernels of the GEMM ``Y[m,n] = X[m,k] @ W[k,n]`` in the layer's precision
     (:mod:`moesim.hardware.precision`): forward ``X`` (m k elements), backward ``dY`` (m n)."""
     return float(cast_time_s(gpu, m * (n if backward else k), shape.compute_dtype, slowdown))
+
+
+def _casts_rows_s(shape: LayerShape, gpu: GpuSpec, m: np.ndarray, n: float, k: float,
+                  slow: np.ndarray, backward: bool) -> np.ndarray:
+    """:func:`_casts_s` of each rank's ``m`` rows at its ``slow``: the same values bit for bit."""
+    elements = m * (n if backward else k)
+    out = np.zeros_like(elements)
+    for size in get_precision(shape.compute_dtype).cast_bytes:
+        out = out + memory_bound_time_s(gpu, elements * size, 1.0) * slow
+    return out
 
 
 def attention_block_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward: bool) -> float:
@@ -173,13 +184,16 @@ def experts_ranks_s(
     """:func:`experts_s` of every row of ``local_load`` [ranks, local experts] at that rank's
     ``slowdown``, vectorised over ranks: the same values bit for bit (same float operations in
     the same order)."""
-    model, h, dt = shape.model, shape.hidden, shape.compute_dtype
+    model, h, dt = shape.model, shape.hidden, shape.gemm_dtype
     ffn = model.moe_intermediate_size // shape.etp
     local_load = local_load * shape.etp
     up_n = (2 if model.gated_ffn else 1) * ffn
     slow = np.asarray(slowdown, dtype=float)
     grouped = partial(grouped_gemm_rows_time_s, backward=backward)
-    t = grouped(gpu, local_load, h, up_n, dt, slow) + grouped(gpu, local_load, ffn, h, dt, slow)
+    rows = local_load.sum(axis=1).astype(float)
+    t = (grouped(gpu, local_load, h, up_n, dt, slow) + grouped(gpu, local_load, ffn, h, dt, slow)
+         + _casts_rows_s(shape, gpu, rows, up_n, h, slow, backward)
+         + _casts_rows_s(shape, gpu, rows, h, ffn, slow, backward))
     if model.n_shared_experts and shape.tp == 1:  # tp = 1: on the rank's own tokens
         sffn = model.shared_expert_intermediate_size * model.n_shared_experts
         values, which = np.unique(slow, return_inverse=True)
