@@ -21,9 +21,22 @@ def run_cases(cases: Iterable[Case] = CASES, jobs: int = 1) -> list[CaseResult]:
     cases = list(cases)
     if jobs <= 1 or len(cases) <= 1:
         return [judge(case, *run_case(case)) for case in cases]
+    order = sorted(range(len(cases)), key=lambda i: _expected_cost(cases[i]), reverse=True)
     with ProcessPoolExecutor(max_workers=min(jobs, len(cases))) as pool:
-        predictions = list(pool.map(run_case, cases))
-    return [judge(case, *pred) for case, pred in zip(cases, predictions, strict=True)]
+        done = list(pool.map(run_case, [cases[i] for i in order]))
+    predictions = dict(zip(order, done, strict=True))
+    return [judge(case, *predictions[i]) for i, case in enumerate(cases)]
+
+
+_KIND_COST = {"step": 4, "training_cost": 3, "bridge": 1}
+
+
+def _expected_cost(case: Case) -> tuple[int, int]:
+    """A rough rank of a case's simulation time (whole steps first, large ones first): the
+    pool starts the longest cases first, so the last worker is not left with one long case
+    while the others idle. Results keep the order of the cases."""
+    gpus = dict(case.args).get("gpus", 2048 if case.kind == "training_cost" else 0)
+    return _KIND_COST.get(case.kind, 0), int(str(gpus))
 
 
 __all__ = [

@@ -44,6 +44,9 @@ class Case:
     assumptions: tuple[str, ...] = ()
     lower_is_faster: bool = False
     """True when the published quantity falls as the step gets faster (GPU-hours, seconds)."""
+    ranking: str = ""
+    """Cases sharing a ranking name are layouts of one workload on one cluster whose published
+    order ``moesim validate`` checks (:mod:`moesim.validate.ranking`)."""
 
     def __post_init__(self) -> None:
         for field, value, allowed in (("case.group", self.group, GROUPS),

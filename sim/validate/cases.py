@@ -39,6 +39,7 @@ from moesim.validate.case import (  # noqa: F401  (re-exported)
     SCOPES,
     Case,
 )
+from moesim.validate.zoo import ZOO_CASES
 
 DEEPEP_SOURCE = "deepseek-ai/DeepEP docs/legacy.md, V1 normal kernels on H800 + CX7"
 
@@ -149,4 +150,4 @@ STEP_CASES: tuple[Case, ...] = (
 )
 
 CASES: tuple[Case, ...] = (DEEPEP_CASES + NCCL_CASES + PARAM_CASES + CHECKPOINT_CASES
-                           + GEMM_CASES + STEP_CASES + BRIDGE_CASES)
+                           + GEMM_CASES + STEP_CASES + BRIDGE_CASES + ZOO_CASES)

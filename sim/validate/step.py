@@ -111,11 +111,15 @@ def bridge_spec(case: Case) -> StepSpec:
         router=RouterConfig(kind="force_balanced"),
         compute_dtype=PRECISIONS[str(a["precision"])],
         dispatcher=str(a["dispatcher"]),
+        recompute=str(a.get("recompute", "auto")),
     )
 
 
 def simulate_bridge(case: Case) -> tuple[float, StepResult]:
-    """(tokens / s / GPU, the fast-mode step result) of a Megatron-Bridge table row."""
+    """(tokens / s / GPU, or the step time in seconds with ``metric: step_s``; the fast-mode
+    step result) of a Megatron-Bridge table row or a ModelZoo layout."""
     spec = bridge_spec(case)
     result = run_step(spec, mode="fast")
+    if dict(case.args).get("metric") == "step_s":
+        return result.step_time_s, result
     return spec.global_tokens / result.step_time_s / spec.layout.world_size, result

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from moesim.validate.cases import GROUPS, SCOPES, Case
+from moesim.validate.ranking import ranking_verdicts
 from moesim.validate.stats import error_stats
 
 PASS, FAIL, NOT_SIMULABLE = "pass", "FAIL", "n/a"
@@ -30,6 +31,7 @@ class CaseResult:
     path: str = ""
     tolerance_why: str = ""
     lower_is_faster: bool = False  # a cost (GPU-hours): its error's sign is turned in stats
+    ranking: str = ""  # layouts compared on one cluster (moesim.validate.ranking)
 
     @property
     def speed_error_pct(self) -> float | None:
@@ -47,7 +49,8 @@ def judge(case: Case, predicted: float | None, detail: str) -> CaseResult:
     """Compare ``predicted`` with ``case.published`` within its tolerance."""
     tol_pct = case.tolerance_rel * 100.0
     tail = dict(scope=case.scope, generation=case.generation, path=case.path,
-                tolerance_why=case.tolerance_why, lower_is_faster=case.lower_is_faster)
+                tolerance_why=case.tolerance_why, lower_is_faster=case.lower_is_faster,
+                ranking=case.ranking)
     if predicted is None:
         return CaseResult(case.name, None, case.published, case.unit, None, tol_pct,
                           NOT_SIMULABLE, case.group, case.source, detail or case.note, **tail)
@@ -115,6 +118,10 @@ def render_table(results: list[CaseResult], *, show_detail: bool = False) -> str
         if not members:
             continue
         lines += ["", _TITLES[group], *_rows(members, show_detail), *_stats_lines(members)]
+    verdicts = ranking_verdicts(results)
+    if verdicts:
+        lines += ["", "LAYOUT RANKINGS (published order vs simulated, fastest first)",
+                  *(v.line() for v in verdicts)]
     n_pass = sum(r.passed for r in results)
     n_fail = sum(r.status == FAIL for r in results)
     n_na = sum(r.status == NOT_SIMULABLE for r in results)
