@@ -14,11 +14,19 @@ values; the check is that the two orders are the same (fastest first).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from moesim.validate.table import CaseResult
+
+class Ranked(Protocol):
+    """What a ranking reads of a case result (:class:`moesim.validate.table.CaseResult`)."""
+
+    name: str
+    predicted: float | None
+    published: float
+    lower_is_faster: bool
+    ranking: str
 
 
 @dataclass(frozen=True)
@@ -42,15 +50,15 @@ class RankingVerdict:
                 f"simulated: {' > '.join(self.predicted_order)}")
 
 
-def _order(results: list[CaseResult], value: str) -> tuple[str, ...]:
-    def speed(r: CaseResult) -> float:
+def _order(results: Sequence[Ranked], value: str) -> tuple[str, ...]:
+    def speed(r: Ranked) -> float:
         v = float(getattr(r, value))
         return -v if r.lower_is_faster else v
 
     return tuple(r.name for r in sorted(results, key=speed, reverse=True))
 
 
-def ranking_verdicts(results: list[CaseResult]) -> list[RankingVerdict]:
+def ranking_verdicts(results: Sequence[Ranked]) -> list[RankingVerdict]:
     """One verdict per ranking name with at least two simulated layouts (a layout moesim
     cannot express yet is left out of the order and counted in ``n_layouts``)."""
     names = sorted({r.ranking for r in results if r.ranking})
