@@ -58,6 +58,7 @@ STEP_MUTATIONS: list[tuple[str, object, str]] = [
     ("combine_dtype", "x", "step.combine_dtype"),
     ("grad_reduce_dtype", "int3", "step.grad_reduce_dtype"),
     ("compute_dtype", "fp64", "step.compute_dtype"),
+    ("compute_dtype", "mxfp8", "step.compute_dtype"),  # Blackwell only; this GPU is H100
     ("dispatcher", "x", "step.dispatcher"),
     ("dedup", "x", "step.dedup"),
     ("lm_head", 2, "step.lm_head"),

@@ -1,6 +1,6 @@
 """The malformed-input corpus (tests/malformed_corpus.py): every case answers in one line.
 
-Each generated case (498 today, at least 400) must exit with status 2 and exactly one line on
+Each generated case (499 today, at least 400) must exit with status 2 and exactly one line on
 stderr, ``moesim: <field>...`` naming the field its table entry expects, without a traceback, within
 10 s and 1 GiB, and leave every file of its folder as it was. The cases run in-process
 through click's CliRunner inside two worker processes whose address space is capped at
