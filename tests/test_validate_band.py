@@ -58,6 +58,14 @@ def test_band_from_results_and_file_round_trip(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["errors_pct"].keys() == {c.name for c in cases}
 
 
+def test_a_case_without_prediction_is_left_out_of_the_record(tmp_path: Path) -> None:
+    cases = band_cases("fast") + band_cases("full")
+    results = [judge(c, None if i == 0 else c.published, "") for i, c in enumerate(cases)]
+    record = json.loads(write_band(results, tmp_path / "band.json").read_text())
+    assert set(record["errors_pct"]) == {c.name for c in cases[1:]}
+    assert record["bands"][cases[0].path]["n"] == len(band_cases(cases[0].path)) - 1
+
+
 def test_write_band_refuses_a_partial_run(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="missing"):
         write_band([], tmp_path / "band.json")

@@ -42,7 +42,8 @@ def band_from_results(path: str, results: Iterable[CaseResult], generated: str =
 
 
 def write_band(results: list[CaseResult], file: Path = BAND_FILE) -> Path:
-    """Write the band record from ``results``; refused unless every band case was run."""
+    """Write the band record from ``results``; refused unless every band case was run. A case
+    that could not be simulated (no error) is left out of the record, as out of the band."""
     wanted = {c.name for p in BAND_PATHS for c in band_cases(p)}
     missing = sorted(wanted - {r.name for r in results})
     if missing:
@@ -51,7 +52,8 @@ def write_band(results: list[CaseResult], file: Path = BAND_FILE) -> Path:
     stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     record = {
         "generated": stamp,
-        "errors_pct": {r.name: r.error_pct for r in results if r.name in wanted},
+        "errors_pct": {r.name: r.error_pct for r in results
+                       if r.name in wanted and r.error_pct is not None},
         "bands": {p: band_from_results(p, results, stamp).to_dict() for p in BAND_PATHS},
     }
     file.write_text(json.dumps(record, indent=1) + "\n")
