@@ -1,4 +1,4 @@
-"""Precisions as users name them, grouped-GEMM row blocks and the dropless sync, by hand."""
+"""Precisions as users name them and the dropless sync, by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from moesim.calibration import DROPLESS_SYNC_S, GEMM_TILE_M, HBM_ACHIEVABLE_FRACTION
+from moesim.calibration import DROPLESS_SYNC_S, HBM_ACHIEVABLE_FRACTION
 from moesim.calibration import KERNEL_LAUNCH_OVERHEAD_S as LAUNCH
 from moesim.errors import ConfigError
 from moesim.hardware import (
@@ -15,7 +15,6 @@ from moesim.hardware import (
     cast_time_s,
     gemm_time_s,
     get_gpu,
-    grouped_gemm_time_s,
     memory_bound_time_s,
 )
 from moesim.model import get_model
@@ -86,22 +85,6 @@ def test_mxfp8_needs_blackwell() -> None:
                  compute_dtype="mxfp8")
     assert err.value.field == "step.compute_dtype" and "Blackwell" in err.value.problem
     StepSpec(model=model, layout=ParallelLayout(ep=8, dp=8), gpu="H100", compute_dtype="fp8-cs")
-
-
-def test_grouped_gemm_pays_whole_row_blocks() -> None:
-    """Compute-bound experts: 1025 tokens run 1152 rows (9 blocks of 128), the same time as
-    1152 tokens; 1024 run 8/9 of it (the fixed launch aside); the wgrad reduction alike."""
-    k = n = 8192
-    t = {m: grouped_gemm_time_s(H100, np.array([m, m]), k, n) - LAUNCH
-         for m in (1024, 1025, 1152)}
-    assert GEMM_TILE_M == 128
-    assert t[1025] == pytest.approx(t[1152], rel=1e-12)
-    assert t[1024] == pytest.approx(t[1152] * 8 / 9, rel=1e-12)
-    one = gemm_time_s(H100, 2 * 1024, n, k) - LAUNCH  # one dense GEMM of the same 2048 rows
-    assert t[1024] == pytest.approx(one, rel=1e-12)
-    b = {m: grouped_gemm_time_s(H100, np.array([m, m]), k, n, backward=True)
-         for m in (1025, 1152)}
-    assert b[1025] == pytest.approx(b[1152], rel=1e-12)
 
 
 def test_router_includes_the_dropless_sync() -> None:

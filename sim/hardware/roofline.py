@@ -159,11 +159,6 @@ def _tokens(tokens_per_expert: ArrayLike) -> FloatArray:
     return m
 
 
-def _aligned(tokens: FloatArray) -> FloatArray:
-    """Tokens of each expert rounded up to the grouped GEMM's row block (0 stays 0)."""
-    return np.ceil(tokens / kernels.GEMM_TILE_M) * kernels.GEMM_TILE_M
-
-
 def grouped_gemm_time_s(
     gpu: GpuSpec,
     tokens_per_expert: ArrayLike,
@@ -180,13 +175,10 @@ def grouped_gemm_time_s(
 
     All experts' tiles share the SMs (one launch), so time follows the rank's total work:
     a rank that received 4x the tokens takes ~4x as long once compute-bound. An expert
-    with no tokens costs nothing (its weights are not read). Each expert's tokens occupy whole
-    row blocks of ``GEMM_TILE_M`` (128) rows: grouped GEMMs tile every expert with the same
-    block, and the contiguous layout aligns each expert's rows to it (DeepGEMM
-    ``m_grouped_..._contiguous``: block M = ``get_mk_alignment_for_contiguous_layout()``, 128
-    by default), so an expert with 129 tokens costs 256 rows of tensor-core work (the wgrad's
-    reduction over tokens alike). Efficiency thus falls as tokens per expert fall, by up to
-    2x just above a block boundary.
+    with no tokens costs nothing (its weights are not read). Each expert pays at least the
+    MMA's 64 rows (``GEMM_MIN_ROWS``). Not modelled: whole row blocks per expert (DeepGEMM's
+    contiguous layout aligns each expert to its block M, 128; TE's per-expert cuBLAS GEMMs
+    pick their own tile), so an expert just above a block edge is optimistic here.
     """
     check_dtype(dtype)
     check_slowdown(slowdown)
@@ -222,11 +214,9 @@ def grouped_gemm_rows_time_s(
         check_slowdown(float(value))
     k_, n_ = dim("grouped_gemm.k", k), dim("grouped_gemm.n", n)
 
-    run = (2.0 * _aligned(m) * n_ * k_).sum(axis=1)  # FLOPs run: whole row blocks per expert
-
     def kernel(terms: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
-        flops, _, moved = (t.sum(axis=1) for t in terms)
-        return _kernel_s(gpu, flops, run, moved, dtype) * slow
+        flops, padded, moved = (t.sum(axis=1) for t in terms)
+        return _kernel_s(gpu, flops, padded, moved, dtype) * slow
 
     if not backward:
         return kernel(_gemm_terms(m, n_, k_, dtype))
