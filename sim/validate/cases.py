@@ -140,8 +140,8 @@ STEP_CASES: tuple[Case, ...] = (
          "DeepSeek-V3 technical report (arXiv:2412.19437): 180K H800 GPU hours per trillion "
          "tokens (2664K for 14.8T)", scope="end_to_end", gpu="H800", path="fast",
          lower_is_faster=True,
-         note="fast mode; DualPipe-style, FP8 GEMMs, DeepEP dispatch, GBS 15360; not modelled: "
-              "the MTP module, FP8 quantisation kernels, the batch ramp over the first 469B "
+         note="fast mode; DualPipe-style, FP8 blockwise GEMMs and casts, DeepEP dispatch, "
+              "GBS 15360; not modelled: the MTP module, the batch ramp over the first 469B "
               "tokens, DualPipe's bidirectional feeding, the multi-plane fabric",
          tolerance_why="a whole-run average (2664K GPU-hours / 14.8T tokens) incl. the batch "
                        "ramp and restarts; no per-step spread published: 5% assumed",
