@@ -16,9 +16,11 @@ top link differs: full leaf.r7.su0->spine.1, fabric spine.0->leaf.r0.su6); 256 4
 mode is low, and the gap is in the gradient rings (128 2:1 PXN: dp_exposed 291.8 vs
 339.5 ms); it stays when the all-to-alls carry a thousandth of their bytes (292.9 vs
 338.6 ms: not all-to-alls beside the rings) and when each ring's edges are made to move in
-lockstep (one coupled flow per ring: 537.03 ms unchanged). Not yet explained; the candidate
-left is replicas joining the rings at different times (their pipeline sends cross the
-fabric on differently hashed paths), which the representative does not see. Only the
+lockstep (one coupled flow per ring: 537.03 ms unchanged). Nor is it replicas joining
+late: full mode's stage-0 ranks join the 4.7 GB reduce-scatter within 1 ms of each other and
+finish it over 372.9-519.3 ms, where the phases' job takes 194.5 ms (done at 436.7 ms): the
+chunked ring runs about 1.4x its slowest edge's fluid time beside the concurrent expert and
+layer reduce-scatters. Not yet modelled. Only the
 cheapest cases are tests; the full-mode figures in the parameters' comments are older
 (before the 12:50 compute change: +1.4 ms compute); the tests compare live runs.
 
