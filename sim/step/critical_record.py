@@ -15,10 +15,8 @@ import numpy as np
 
 from moesim.results.walk_record import SPAN_COLUMNS, WalkRecord
 from moesim.step.critical_release import Release, Releases
-from moesim.step.plan import route_layer
 from moesim.step.state import StepState
 
-HOT_TOP = 3  # experts named per hot rank
 COMPUTE = Release()  # a compute span waits on nothing
 
 
@@ -85,15 +83,12 @@ def _span_rows(st: StepState, strings: _Table, links: _Table, a2a: _Table
 
 
 def _layers(st: StepState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per MoE layer: its index, each EP coordinate's token load, its hottest experts."""
-    moe = [layer.index for layer in st.plan.layers if layer.moe is not None]
+    """Per MoE layer: its index, each EP coordinate's token load, its hottest experts (of
+    the ranks the walk can name: :class:`moesim.step.plan.LayerRouting`), as the plan routed
+    it."""
+    moe = [layer for layer in st.plan.layers if layer.routing is not None]
     ep = st.spec.layout.ep
-    load = np.zeros((len(moe), ep), dtype=np.int64)
-    hot = np.full((len(moe), ep, HOT_TOP), -1, dtype=np.int64)
-    for k, index in enumerate(moe):
-        routing = route_layer(st.spec, index)
-        load[k] = routing.rank_load()
-        for e in range(ep):
-            top = routing.hot_experts(e, HOT_TOP)
-            hot[k, e, : len(top)] = top
-    return np.array(moe, dtype=np.int64), load, hot
+    load = np.array([layer.routing.load for layer in moe], dtype=np.int64).reshape(-1, ep)
+    hot = np.array([layer.routing.hot_experts for layer in moe],
+                   dtype=np.int64).reshape(-1, ep, 3)
+    return np.array([layer.index for layer in moe], dtype=np.int64), load, hot

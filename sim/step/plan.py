@@ -22,6 +22,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from moesim.calibration.training import HOT_RATIO
 from moesim.hardware import GpuSpec, gemm_backward_time_s, gemm_time_s, get_gpu
 from moesim.model.accounting import embedding_params, layer_params, router_params
 from moesim.parallel.layout import ParallelLayout
@@ -44,6 +45,26 @@ A2A_TRANSPOSED = ("combine", "dispatch_bwd")
 
 
 @dataclass(frozen=True)
+class LayerRouting:
+    """What the critical path names of a MoE layer's routing: each EP coordinate's token load,
+    and the three hottest experts of those at or over HOT_RATIO x the mean load (-1 elsewhere:
+    the walk names no expert of the others)."""
+
+    load: np.ndarray  # [ep] int64
+    hot_experts: np.ndarray  # [ep, 3] int64
+
+
+def layer_routing(routing: RoutingResult) -> LayerRouting:
+    """The :class:`LayerRouting` of ``routing``."""
+    load = routing.rank_load()
+    hot = np.full((load.size, 3), -1, dtype=np.int64)
+    for e in np.flatnonzero(load / max(load.mean(), 1e-30) >= HOT_RATIO).tolist():
+        top = routing.hot_experts(e, 3)
+        hot[e, : len(top)] = top
+    return LayerRouting(load.astype(np.int64), hot)
+
+
+@dataclass(frozen=True)
 class LayerPlan:
     """One decoder layer: MoE (per-EP-rank costs, a2a byte matrices) or dense (scalar costs)."""
 
@@ -59,6 +80,7 @@ class LayerPlan:
     etp_bytes: dict[str, np.ndarray] | None = None  # a2a phase -> [ep coord] ETP ring buffer
     recompute_s: np.ndarray | None = None  # [ep coord] (MoE) or [1] (dense): forward compute
     # run again before this layer's backward (StepSpec.recompute); None = no recompute
+    routing: LayerRouting | None = None  # MoE only: loads and hot experts (the walk record)
 
     def recompute_time_s(self, ep_coord: int) -> float:
         """Seconds of forward compute this layer runs again before its backward on EP
@@ -163,17 +185,19 @@ def _dense_layer(gpu: GpuSpec, shape: LayerShape, index: int,
 
 def _moe_layer(spec: StepSpec, gpu: GpuSpec, shape: LayerShape, index: int,
                core_s: tuple[float, float], shared_s: tuple[float, float], route: Route,
-               priced: dict[int, tuple[RoutingResult, LayerCosts]]) -> LayerPlan:
+               priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting]]
+               ) -> LayerPlan:
     routing = route(spec, index)
     known = priced.get(id(routing))  # a routing reused by ``route``: priced once
     if known is None or known[0] is not routing:
-        known = priced[id(routing)] = routing, layer_costs(shape, gpu, routing,
-                                                           np.ones(spec.layout.ep))
+        known = priced[id(routing)] = (routing, layer_costs(shape, gpu, routing,
+                                                            np.ones(spec.layout.ep)),
+                                       layer_routing(routing))
     costs = known[1]
     a2a = _a2a_bytes(spec, routing)
     return LayerPlan(
         index, costs, a2a, 0.0, 0.0, *shared_s, *core_s,
-        _etp_bytes(a2a, spec.layout.etp) if spec.layout.etp > 1 else None,
+        _etp_bytes(a2a, spec.layout.etp) if spec.layout.etp > 1 else None, routing=known[2],
     )
 
 
@@ -241,7 +265,7 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
                        etp=lay.etp)
     core = attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True)
     shared = _shared_experts_s(spec, gpu, shape)
-    priced: dict[int, tuple[RoutingResult, LayerCosts]] = {}
+    priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting]] = {}
     recompute = spec.resolved_recompute()
     layers = [
         _with_recompute(_moe_layer(spec, gpu, shape, i, core, shared, route, priced)
