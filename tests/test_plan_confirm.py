@@ -73,3 +73,29 @@ def test_simulated_days_charge_goodput() -> None:
 
     days = simulated_days(DesignSpec(tokens=86400e6), 256, R())  # type: ignore[arg-type]
     assert 1.0 < days < 1.1  # 1 day of steps over a goodput a little below 1
+
+
+def test_extended_tp_cp_step_is_moesim_step(tmp_path: Path) -> None:
+    """A pinned design whose candidates run many micro-batches (extended from two short runs)
+    in the default TP/CP space: the record's step is `moesim step --mode fast` on the chosen
+    layout's step scenario (every micro-batch, every layer drawn) within 1 %."""
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from moesim.cli.main import main
+
+    spec = DesignSpec(model=MODEL, gpus=64, gpu="H100", global_batch=2048, simulate_min=4,
+                      simulate_max=4)
+    rec = to_record(design(spec, jobs=1))
+    chosen = next(c for c in rec["candidates"] if c["simulated_step_s"] is not None)
+    assert rec["num_microbatches"] > 12  # past both probes: extended
+    assert any(c["layout"]["tp"] * c["layout"]["cp"] > 1 for c in rec["candidates"]
+               if c["simulated_step_s"] is not None)
+    path = tmp_path / "chosen.yaml"
+    path.write_text(yaml.safe_dump(rec["step_scenario"]))
+    out = CliRunner().invoke(main, ["step", str(path), "--mode", "fast", "--json"])
+    assert out.exit_code == 0, out.output
+    assert chosen["simulated_step_s"] == pytest.approx(json.loads(out.output)["step_time_s"],
+                                                       rel=0.01)
