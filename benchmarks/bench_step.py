@@ -45,6 +45,13 @@ runs made back to back, not across the notes below.
   32.7 s -> 11.8 / 11.8 / 11.8 s wall, 8.5-8.7 -> 3.6-3.7 s user CPU, max RSS 191 -> 172 MB.
   Of the ~3.7 s CPU: routing 60 layers ~1.8 s (29 ms each; 11 ms of it the random draws),
   the SimPy run ~0.9 s, imports ~0.5 s, fabric + routers ~0.2 s.
+  15:35-15:48 at load ~7-8, back to back against 22e446a (same step, JSON sha1 equal):
+  ``--cli`` CPU median 3.82 -> 3.41 s (wall 9.80 -> 8.69 s); with the lazy CLI 3.31-3.37 s CPU,
+  8.5-9.1 s wall, max RSS 173 MB. Pieces: destinations by division, the all-to-all bound's
+  row-by-row drain, per-rank pair counts, lazily loaded CLI commands. Routing is now ~24 ms a
+  layer (draws 7.8, first-round dedup of candidates 7.5, pair counts 3.7, per-rank dedup 3.1).
+  This machine sets PYTHONDONTWRITEBYTECODE=1, so each process compiles moesim's modules:
+  with a bytecode cache (``PYTHONPYCACHEPREFIX``, warmed once) 3.19 s CPU against 3.31 s.
 * ``--shape simai --routing-draws 0``, 9,216 GPUs (dp 384, 24 micro-batches, 96 layers),
   14:55 at load ~10: median of 3 23.78 s wall, step 6.097 s, max RSS 142 MB; 15:17 at load
   ~7: 14.34 s wall, 7.43 s CPU. Its time is the SimPy run and the interleaved schedule's
