@@ -15,12 +15,13 @@ simulated by then.
 
 Measured (shared 2-core machine, 7 engineers; -j 2):
 
-* 2026-12-03 15:19, the defaults (TP up to 8, CP up to 2; fast mode's fused TP/CP layers,
-  candidates extended from two short runs, the count confirmed in simulated days): 1,536 GPUs,
-  16 candidates simulated (4 to confirm, then 12), whole process
-  100.4 s wall, 34.9 CPU s (child and workers), load 7.9-8.7; per candidate median 9.1 s,
-  max 29.8 s wall (14:47, before fused layers applied to stages that share a host: 107 s,
-  load 6.6-8.5).
+* 2026-12-03 15:47, the defaults (TP up to 8, CP up to 2; fast mode's fused TP/CP layers,
+  candidates extended from two short runs, the count confirmed in simulated days): sized to
+  1,536 GPUs (55.8 days by estimate; 1,280: 65.3), confirmed at 57.1 days simulated, 16
+  candidates simulated (4 to confirm, then 12), whole process 68.2 s wall, 28.9 CPU s (child
+  and workers), load 7.7-7.8; per candidate median 6.6 s, max 18.6 s wall. 15:19 (the code of
+  15:15: tasks ordered by their whole micro-batch count): 100.4 s wall, 34.9 CPU s, load 8-9;
+  14:47: 107 s, load 6.6-8.5.
 * Before (TP1/CP1 only, no extension): 12:48, ``-- --gpus 4096 --max-tp 1 --max-cp 1``: 16
   simulated, 65.6 s (load 12-15); 13:35, the TP/CP defaults: 0 of 16 candidates in 600 s.
 """

@@ -16,6 +16,7 @@ that stage, up to routing imbalance.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -51,9 +52,16 @@ class LayerPrices:
 
 def layer_prices(model: ModelConfig, gpu: GpuSpec, lay: ParallelLayout, tokens: int,
                  seq_len: int, dtype: str) -> tuple[LayerPrices, LayerPrices]:
-    """(MoE layer, dense layer) on a rank holding ``tokens`` tokens per micro-batch."""
-    shape = LayerShape(model, max(1, tokens), seq_len, dtype, tp=lay.tp, cp=lay.cp,
-                       etp=lay.etp)
+    """(MoE layer, dense layer) on a rank holding ``tokens`` tokens per micro-batch (they
+    depend on tp, cp, etp and ep only: priced once per design for each)."""
+    return _prices(model, gpu, (lay.tp, lay.cp, lay.etp, lay.ep), tokens, seq_len, dtype)
+
+
+@lru_cache(maxsize=1024)
+def _prices(model: ModelConfig, gpu: GpuSpec, degrees: tuple[int, int, int, int], tokens: int,
+            seq_len: int, dtype: str) -> tuple[LayerPrices, LayerPrices]:
+    tp, cp, etp, ep = degrees
+    shape = LayerShape(model, max(1, tokens), seq_len, dtype, tp=tp, cp=cp, etp=etp)
     one = np.ones(1)
     core, core_b = (attention_core_s(shape, gpu, 1.0, b) for b in (False, True))
     attn_f, attn_b = (attention_block_s(shape, gpu, 1.0, b) for b in (False, True))
@@ -62,7 +70,7 @@ def layer_prices(model: ModelConfig, gpu: GpuSpec, lay: ParallelLayout, tokens: 
     dense = LayerPrices(dense_f, dense_b, core, 0.0, core_b)
     if not model.is_moe:
         return dense, dense
-    local = max(1, model.n_routed_experts // lay.ep)
+    local = max(1, model.n_routed_experts // ep)
     load = np.full(local, shape.tokens_per_rank * model.top_k / local)
     exp_f, exp_b = (experts_s(shape, gpu, load, 1.0, b) for b in (False, True))
     costs = with_elementwise(LayerCosts(
@@ -71,7 +79,7 @@ def layer_prices(model: ModelConfig, gpu: GpuSpec, lay: ParallelLayout, tokens: 
         attn_bwd=np.array([attn_b]), experts_bwd=np.array([exp_b])), shape, gpu, one)
     shared = model.shared_expert_intermediate_size * model.n_shared_experts
     sh_f = sh_b = 0.0
-    if lay.tp > 1 and shared > 0:  # TP-sharded shared experts (outside experts_s)
+    if tp > 1 and shared > 0:  # TP-sharded shared experts (outside experts_s)
         sh_f, sh_b = (ffn_s(shape, gpu, shared, 1.0, b) for b in (False, True))
     fwd = float(costs.attn_fwd[0] + costs.router[0] + exp_f + costs.unpermute[0]) + sh_f
     bwd = float(costs.attn_bwd[0]) + exp_b + sh_b
