@@ -15,7 +15,10 @@ simulated by then.
 
 Measured (shared 2-core machine, 7 engineers; -j 2):
 
-* 2026-12-03 15:47, the defaults (TP up to 8, CP up to 2; fast mode's fused TP/CP layers,
+* 2026-12-03 15:51-15:56, the defaults, the workers started once for both rounds, 3 runs
+  back to back: 55.9, 73.6, 81.1 s wall (median 73.6 s), 27.4, 28.2, 27.8 CPU s, load
+  5.0-7.5; 1,536 GPUs, 16 simulated (per candidate median 6.2-8.9 s, max 15.1-21.6 s).
+* 15:47, the defaults (TP up to 8, CP up to 2; fast mode's fused TP/CP layers,
   candidates extended from two short runs, the count confirmed in simulated days): sized to
   1,536 GPUs (55.8 days by estimate; 1,280: 65.3), confirmed at 57.1 days simulated, 16
   candidates simulated (4 to confirm, then 12), whole process 68.2 s wall, 28.9 CPU s (child

@@ -27,6 +27,7 @@ from moesim.plan.bom import goodput_of
 from moesim.plan.cluster import max_rail_gpus
 from moesim.plan.prepare import Prepared, Ranked, prepare
 from moesim.plan.rank import simulate_ranked
+from moesim.plan.simulate import Pool
 from moesim.plan.sizing import DAY_S, Sizing, _round_su, estimated_days, su_gpus
 from moesim.plan.spec import DesignSpec
 
@@ -40,8 +41,8 @@ def simulated_days(spec: DesignSpec, gpus: int, r: Ranked) -> float:
 
 
 def confirm_count(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, sizing: Sizing,
-                  jobs: int, dask: str | None, say: Callable[[str], None]
-                  ) -> tuple[Prepared, list[Ranked]]:
+                  jobs: int, dask: str | None, say: Callable[[str], None],
+                  pool: Pool | None = None) -> tuple[Prepared, list[Ranked]]:
     """The count (``sizing`` updated: gpus, reason, simulated days per count tried) and its
     prepared layouts with the probe's simulated ones first (module docstring)."""
     su = su_gpus(gpu.name)
@@ -56,7 +57,7 @@ def confirm_count(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, sizing: Si
             return None
         say(f"confirming {n} GPUs: simulating its best {PROBE} layouts by estimate")
         probed[n] = simulate_ranked(spec, model, preps[n], jobs, dask, say,
-                                    first=PROBE, cap=PROBE)
+                                    first=PROBE, cap=PROBE, pool=pool)
         sims = [r for r in probed[n] if r.sim]
         days = simulated_days(spec, preps[n].gpus, sims[0]) if sims else None
         sizing.simulated[n] = days

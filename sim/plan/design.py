@@ -26,6 +26,7 @@ from moesim.plan.prices import Prices, load_prices
 from moesim.plan.rank import simulate_ranked
 from moesim.plan.sizing import Sizing, size_cluster
 from moesim.plan.spec import DesignSpec
+from moesim.sweep.execute import open_executor
 
 Say = Callable[[str], None]
 
@@ -67,25 +68,26 @@ def design(spec: DesignSpec, jobs: int = 1, dask: str | None = None,
     timings: dict[str, float] = {}
     model, gpu = load_model(spec.model), get_gpu(spec.gpu)
     prices = load_prices(spec.prices)
-    sizing, ranked = None, None
-    if spec.gpus is None:
-        say("sizing the cluster (estimates over GPU counts)")
-        sizing = size_cluster(spec, model, gpu, say)
-        gpus, prep = sizing.gpus, sizing.prepared
-        if spec.gpu_budget is None and prep.ranked:
-            prep, ranked = confirm_count(spec, model, gpu, sizing, jobs, dask, say)
-            gpus = sizing.gpus
-    else:
-        gpus = spec.gpus
-        if spec.fabric == AUTO:
-            check_count(gpus, spec.gpu)
-        say(f"building the fabric and estimating layouts for {gpus} GPUs")
-        prep = prepare(spec, model, gpu, gpus)
-    if not prep.ranked:
-        raise no_fit(model, gpu, prep)
-    timings["enumerate_and_estimate"] = time.perf_counter() - clock
-    ranked = simulate_ranked(spec, model, prep, jobs, dask, say, ranked)
-    timings["simulate_candidates"] = time.perf_counter() - clock - sum(timings.values())
+    with open_executor(jobs, dask) as pool:  # the workers start once, for every round
+        sizing, ranked = None, None
+        if spec.gpus is None:
+            say("sizing the cluster (estimates over GPU counts)")
+            sizing = size_cluster(spec, model, gpu, say)
+            gpus, prep = sizing.gpus, sizing.prepared
+            if spec.gpu_budget is None and prep.ranked:
+                prep, ranked = confirm_count(spec, model, gpu, sizing, jobs, dask, say, pool)
+                gpus = sizing.gpus
+        else:
+            gpus = spec.gpus
+            if spec.fabric == AUTO:
+                check_count(gpus, spec.gpu)
+            say(f"building the fabric and estimating layouts for {gpus} GPUs")
+            prep = prepare(spec, model, gpu, gpus)
+        if not prep.ranked:
+            raise no_fit(model, gpu, prep)
+        timings["enumerate_and_estimate"] = time.perf_counter() - clock
+        ranked = simulate_ranked(spec, model, prep, jobs, dask, say, ranked, pool=pool)
+        timings["simulate_candidates"] = time.perf_counter() - clock - sum(timings.values())
     chosen = ranked[0]
     bom = bill_of_materials(prep.view.graph, prep.asked_gpus or gpus, gpu, model, prices)
     timings["total"] = time.perf_counter() - clock

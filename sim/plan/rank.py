@@ -16,7 +16,7 @@ from moesim.errors import ConfigError
 from moesim.model import ModelConfig
 from moesim.plan.extrapolate import probe_counts
 from moesim.plan.prepare import Prepared, Ranked
-from moesim.plan.simulate import SimTask, simulate_all, step_spec
+from moesim.plan.simulate import Pool, SimTask, simulate_all, step_spec
 from moesim.plan.spec import DesignSpec
 
 Say = Callable[[str], None]
@@ -49,7 +49,8 @@ def work(task: SimTask) -> int:
 
 def simulate_ranked(spec: DesignSpec, model: ModelConfig, prep: Prepared, jobs: int,
                     dask: str | None, say: Say, ranked: list[Ranked] | None = None,
-                    first: int | None = None, cap: int | None = None) -> list[Ranked]:
+                    first: int | None = None, cap: int | None = None,
+                    pool: Pool | None = None) -> list[Ranked]:
     """Simulate what :func:`to_simulate` asks (``first`` / ``cap``: ``spec.simulate_min`` /
     ``simulate_max``) until it asks nothing, from ``ranked`` (default ``prep.ranked``: none
     simulated yet); the ranked list, simulated first (fastest per token first)."""
@@ -62,7 +63,7 @@ def simulate_ranked(spec: DesignSpec, model: ModelConfig, prep: Prepared, jobs: 
         tasks = [SimTask(i, step_spec(spec, model, ranked[i].cand, prep.fabric),
                          spec.routing_draws, spec.extrapolate) for i in todo]
         tasks.sort(key=lambda t: -work(t))  # longest first: workers end together
-        recs = simulate_all(tasks, jobs, dask, lambda d, n: say(f"  simulated {d}/{n}"))
+        recs = simulate_all(tasks, jobs, dask, lambda d, n: say(f"  simulated {d}/{n}"), pool)
         for i, rec in recs.items():
             ranked[i] = Ranked(ranked[i].cand, ranked[i].est, rec.get("result"),
                                rec.get("error", ""), float(rec["wall_s"]))

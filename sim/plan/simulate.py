@@ -97,14 +97,23 @@ def simulate_task(task: SimTask) -> dict[str, Any]:
 Progress = Callable[[int, int], None]
 
 
+Pool = tuple[Any, int]
+"""An open executor and how many tasks to keep in flight (:func:`open_executor`)."""
+
+
 def simulate_all(tasks: Iterable[SimTask], jobs: int = 1, dask_address: str | None = None,
-                 progress: Progress | None = None) -> dict[int, dict[str, Any]]:
-    """Every task's record by index, run on ``-j jobs`` or ``--dask ADDRESS``."""
+                 progress: Progress | None = None, pool: Pool | None = None
+                 ) -> dict[int, dict[str, Any]]:
+    """Every task's record by index, run on ``pool`` (kept open by the caller across rounds:
+    its workers start once), else on ``-j jobs`` / ``--dask ADDRESS`` opened here."""
+    if pool is None:
+        with open_executor(jobs, dask_address) as opened:
+            return simulate_all(tasks, jobs, dask_address, progress, opened)
     tasks = list(tasks)
     out: dict[int, dict[str, Any]] = {}
-    with open_executor(jobs, dask_address) as (executor, window):
-        for rec in run_unordered(executor, simulate_task, tasks, window):
-            out[int(rec["index"])] = rec
-            if progress is not None:
-                progress(len(out), len(tasks))
+    executor, window = pool
+    for rec in run_unordered(executor, simulate_task, tasks, window):
+        out[int(rec["index"])] = rec
+        if progress is not None:
+            progress(len(out), len(tasks))
     return out
