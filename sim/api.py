@@ -6,7 +6,7 @@
 ('group', 8, 4)
 >>> r = moesim.simulate(scn)
 >>> round(r.step_time_s * 1e3, 1), r.stragglers[0].cause
-(179.6, 'expert_imbalance')
+(179.7, 'expert_imbalance')
 >>> round(r.balanced_step_time_s * 1e3, 1)   # the same layers under a balanced router
 71.1
 
