@@ -12,7 +12,10 @@ Measured on 2026-12-03 (15:2x, after the engine's solo-flow change; full / fabri
 128 2:1 ECMP 906.17 / 910.00 ms (+0.4 %, same link); 256 2:1 ECMP 1090.94 / 1084.57 (-0.6 %,
 top link differs: full leaf.r7.su0->spine.1, fabric spine.0->leaf.r0.su6); 256 4:1 ECMP
 2048.92 / 2009.29 (-1.9 %, same); 256 2:1 PXN 655.08 / 626.51 (-4.4 %, same); 128 4:1 PXN
-894.75 / 844.51 (-5.6 %, same); 128 2:1 PXN 581.89 / 537.03 (-7.7 %, same). With PXN fast
+894.75 / 844.51 (-5.6 %, same); 128 2:1 PXN 581.89 / 537.03 (-7.7 %, same); 512 4:1 ECMP
+2763.48 / 2589.75 (-6.3 %, same); 512 2:1 ECMP 1458.81 / 1446.27 (-0.9 %, same class); 512
+2:1 PXN 894.55 / 869.68 (-2.8 %, same); 512 4:1 PXN 1242.15 / 1220.79 (-1.7 %, same). At 128
+GPUs with PXN fast
 mode is low, and the gap is in the gradient rings (128 2:1 PXN: dp_exposed 291.8 vs
 339.5 ms); it stays when the all-to-alls carry a thousandth of their bytes (292.9 vs
 338.6 ms: not all-to-alls beside the rings) and when each ring's edges are made to move in
