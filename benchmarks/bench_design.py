@@ -15,6 +15,9 @@ simulated by then.
 
 Measured (shared 2-core machine, 7 engineers; -j 2):
 
+* 2026-12-03 16:17-16:18, main 1b47636, the defaults, machine idle (load 0.9-1.6), 3 runs
+  back to back: 21.4, 16.7, 14.4 s wall (median 16.7 s), 24.6, 25.2, 24.8 CPU s; 1,536 GPUs,
+  tp1 pp16 ep8 cp2 dp48, step 20.32 s, 16 simulated.
 * 2026-12-03 15:51-15:56, the defaults, the workers started once for both rounds, 3 runs
   back to back: 55.9, 73.6, 81.1 s wall (median 73.6 s), 27.4, 28.2, 27.8 CPU s, load
   5.0-7.5; 1,536 GPUs, 16 simulated (per candidate median 6.2-8.9 s, max 15.1-21.6 s).
