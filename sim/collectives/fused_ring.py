@@ -64,7 +64,10 @@ class FusedRing(RankStarted):
         self._fire(self.done, max(float(ends.max()), now), float(ends.max()))
 
     def _fire(self, event: simpy.Event, at_s: float, value: float) -> None:
-        self.env.timeout(at_s - self.env.now).callbacks.append(lambda _: event.succeed(value))
+        def fire(_: simpy.Event) -> None:
+            event.succeed(value)
+
+        self.env.timeout(at_s - self.env.now).callbacks.append(fire)
 
 
 def ring_edges(router: Router, gpus: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -84,7 +84,7 @@ class CopiesRouter(Router):
         known = self._lookup(code) if self._codes.size else np.full(code.size, -1)
         missing = np.unique(code[known < 0])
         if missing.size:
-            self._build(missing)
+            self._build_codes(missing)
         rows = self._row[np.searchsorted(self._codes, code)]
         link, weight, latency, cap, ptr = self._arrays()
         lens = ptr[rows + 1] - ptr[rows]
@@ -97,7 +97,7 @@ class CopiesRouter(Router):
         at = np.minimum(np.searchsorted(self._codes, code), self._codes.size - 1)
         return np.where(self._codes[at] == code, self._row[at], -1)
 
-    def _build(self, codes: np.ndarray) -> None:
+    def _build_codes(self, codes: np.ndarray) -> None:
         """Route every copy of the pairs ``codes`` at once and merge them per pair."""
         a, b = codes >> SHIFT, codes & ((1 << SHIFT) - 1)
         s, d = self.members[:, a], self.members[:, b]  # [copy, pair]

@@ -68,7 +68,7 @@ def _span_rows(st: StepState, strings: _Table, links: _Table, a2a: _Table
     """One row per recorded span, in :data:`SPAN_COLUMNS` order."""
     releases = Releases(st)
     lanes = _Table()
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for sp in st.spans:
         rank, t0, t1, category, lane, where, _op, _value = sp
         lane_id = -1 if lane is None else lanes(id(lane))
@@ -86,9 +86,10 @@ def _layers(st: StepState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per MoE layer: its index, each EP coordinate's token load, its hottest experts (of
     the ranks the walk can name: :class:`moesim.step.plan.LayerRouting`), as the plan routed
     it."""
-    moe = [layer for layer in st.plan.layers if layer.routing is not None]
+    moe = [(layer.index, layer.routing) for layer in st.plan.layers
+           if layer.routing is not None]
     ep = st.spec.layout.ep
-    load = np.array([layer.routing.load for layer in moe], dtype=np.int64).reshape(-1, ep)
-    hot = np.array([layer.routing.hot_experts for layer in moe],
+    load = np.array([routing.load for _, routing in moe], dtype=np.int64).reshape(-1, ep)
+    hot = np.array([routing.hot_experts for _, routing in moe],
                    dtype=np.int64).reshape(-1, ep, 3)
-    return np.array([layer.index for layer in moe], dtype=np.int64), load, hot
+    return np.array([index for index, _ in moe], dtype=np.int64), load, hot

@@ -21,6 +21,7 @@ import numpy as np
 import simpy
 
 from moesim.collectives.alltoall import AllToAll
+from moesim.collectives.fused_ring import FusedRing
 from moesim.collectives.ring import RingCollective
 from moesim.step.state import Span, StepState
 
@@ -82,9 +83,11 @@ class Releases:
         return Release(sender, float(col["start_s"][flow]), self.bottleneck(np.array([flow])),
                        a2a=a2a.tag, local=local)
 
-    def _ring(self, ring: RingCollective) -> Release:
+    def _ring(self, ring: RingCollective | FusedRing) -> Release:
         if ring.n_steps == 0:
             return Release()
+        # a fused ring (fast mode, whose critical path is not walked) has no flows to read
+        assert isinstance(ring, RingCollective), "a fused ring has no flows"
         flows = self.st.net.groups.col["last_flow"][ring.step_groups]  # [receiver, step]: 1 flow
         first = np.roll(flows[:, 0], -1)  # member i's step-0 flow lands at member i + 1
         if (first < 0).any():

@@ -201,8 +201,11 @@ class FusedLayer(RankStarted):
         for local, rank in enumerate(self.g.members.tolist()):
             st.ledger[rank] += book[local]
             event, end_s = self.rank_done[local], float(ends[local])
-            st.env.timeout(max(end_s - now, 0.0)).callbacks.append(
-                lambda _, e=event, v=end_s: e.succeed(v))
+
+            def fire(_: simpy.Event, e: simpy.Event = event, v: float = end_s) -> None:
+                e.succeed(v)
+
+            st.env.timeout(max(end_s - now, 0.0)).callbacks.append(fire)
 
 
 class LayerTimes:

@@ -47,7 +47,10 @@ GC_THRESHOLDS = (100_000, 50, 1000)
 class StepMode(Protocol):
     """A way to simulate a step (module docstring)."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The mode's registered name (a class attribute of the built-in modes)."""
+        ...
 
     def simulate(self, spec: StepSpec) -> tuple[StepState, list[int]]:
         """The finished state of ``spec`` and the ranks that were simulated."""

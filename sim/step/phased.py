@@ -101,7 +101,8 @@ class PhasedState(FastState):
         key = (kind, stage)
         if key not in self.stage_groups:
             per = self.spec.layout.world_size // self.spec.layout.pp
-            lay, found = self.spec.layout, {}
+            lay = self.spec.layout
+            found: dict[int, tuple[int, ...]] = {}
             for r in range(stage * per, (stage + 1) * per):
                 g = self.ep_group[r] if kind == "ep" else ring_group(lay, kind, r)
                 found.setdefault(g[0], g)

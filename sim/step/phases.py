@@ -31,6 +31,7 @@ time (an all-to-all beside a gradient ring or a pipeline send); full mode sees i
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -115,8 +116,8 @@ class A2APhases:
         key = (shape, held[1], _digest(offsets_s))
         if key not in self._cache:
             end_s, link = self._solve(copies, size_bytes, offsets_s)
-            at = np.flatnonzero(links == link)
-            self._cache[key] = end_s, int(at[0]) if at.size else -1
+            hits = np.flatnonzero(links == link)
+            self._cache[key] = end_s, int(hits[0]) if hits.size else -1
         end_s, at = self._cache[key]
         return end_s, int(links[at]) if at >= 0 else -1
 
@@ -135,7 +136,7 @@ class A2APhases:
         return float(finish.max()), busiest_link(router, src, dst, size[src, dst])
 
 
-def _sender(a2a: AllToAll, rank: int):  # type: ignore[no-untyped-def]
+def _sender(a2a: AllToAll, rank: int) -> Callable[[simpy.Event], None]:
     def go(_: simpy.Event) -> None:
         a2a.send(rank)
 
@@ -177,7 +178,11 @@ class RingPhases:
         share = np.full(n, size_bytes * (n - 1) / n)
         self.net.start(ids, np.roll(ids, -1), share, gid)
         self._sent.setdefault(stage, []).append((ids, share))
-        arrived.callbacks.append(lambda _: done.succeed(self.env.now))
+
+        def finish(_: simpy.Event) -> None:
+            done.succeed(self.env.now)
+
+        arrived.callbacks.append(finish)
         return done
 
     def busiest_name(self, stage: int) -> str:

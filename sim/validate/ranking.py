@@ -20,13 +20,19 @@ from typing import Protocol
 
 
 class Ranked(Protocol):
-    """What a ranking reads of a case result (:class:`moesim.validate.table.CaseResult`)."""
+    """What a ranking reads of a case result (:class:`moesim.validate.table.CaseResult`),
+    read-only (a frozen dataclass's fields qualify)."""
 
-    name: str
-    predicted: float | None
-    published: float
-    lower_is_faster: bool
-    ranking: str
+    @property
+    def name(self) -> str: ...
+    @property
+    def predicted(self) -> float | None: ...
+    @property
+    def published(self) -> float: ...
+    @property
+    def lower_is_faster(self) -> bool: ...
+    @property
+    def ranking(self) -> str: ...
 
 
 @dataclass(frozen=True)

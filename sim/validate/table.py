@@ -48,16 +48,19 @@ class CaseResult:
 def judge(case: Case, predicted: float | None, detail: str) -> CaseResult:
     """Compare ``predicted`` with ``case.published`` within its tolerance."""
     tol_pct = case.tolerance_rel * 100.0
-    tail = dict(scope=case.scope, generation=case.generation, path=case.path,
-                tolerance_why=case.tolerance_why, lower_is_faster=case.lower_is_faster,
-                ranking=case.ranking)
+    value: float | None
+    err: float | None
     if predicted is None:
-        return CaseResult(case.name, None, case.published, case.unit, None, tol_pct,
-                          NOT_SIMULABLE, case.group, case.source, detail or case.note, **tail)
-    err = (predicted - case.published) / case.published * 100.0
-    status = PASS if abs(err) <= tol_pct else FAIL
-    return CaseResult(case.name, float(predicted), case.published, case.unit, err, tol_pct,
-                      status, case.group, case.source, detail, **tail)
+        value, err, status, detail = None, None, NOT_SIMULABLE, detail or case.note
+    else:
+        value = float(predicted)
+        err = (predicted - case.published) / case.published * 100.0
+        status = PASS if abs(err) <= tol_pct else FAIL
+    return CaseResult(case.name, value, case.published, case.unit, err, tol_pct, status,
+                      case.group, case.source, detail, scope=case.scope,
+                      generation=case.generation, path=case.path,
+                      tolerance_why=case.tolerance_why, lower_is_faster=case.lower_is_faster,
+                      ranking=case.ranking)
 
 
 def _num(value: float | None) -> str:
@@ -89,16 +92,16 @@ def _rows(results: list[CaseResult], show_detail: bool) -> list[str]:
 
 def _stats_lines(results: list[CaseResult]) -> list[str]:
     """Per scope, and per GPU generation of the end-to-end cases, the error statistics."""
-    scored = [r for r in results if r.speed_error_pct is not None]
+    scored = [(r, e) for r in results if (e := r.speed_error_pct) is not None]
     lines = ["  (bias: mean signed error, + = the model predicts more speed or bandwidth than "
              "measured)"] if scored else []
     for scope in SCOPES:
-        errs = [r.speed_error_pct for r in scored if r.scope == scope]
+        errs = [e for r, e in scored if r.scope == scope]
         if errs:
             lines.append(f"  {scope:<12} {error_stats(errs).line()}")
-    e2e = [r for r in scored if r.scope == "end_to_end"]
-    for gen in sorted({r.generation for r in e2e}):
-        errs = [r.speed_error_pct for r in e2e if r.generation == gen]
+    e2e = [(r, e) for r, e in scored if r.scope == "end_to_end"]
+    for gen in sorted({r.generation for r, _ in e2e}):
+        errs = [e for r, e in e2e if r.generation == gen]
         lines.append(f"  end_to_end on {gen}: {error_stats(errs).line()}")
     return lines
 
