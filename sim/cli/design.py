@@ -143,7 +143,7 @@ def design(out: str | None, as_json: bool, jobs: int, dask_address: str | None, 
         check_outputs(dict(zip(("--out", "--out record", "--out figure"), _outputs(out),
                                strict=False)),
                       [kw["model"]] if Path(kw["model"]).exists() else [])
-    with Ticker("design", quiet) as bar:
+    with Ticker("design", quiet=quiet) as bar:
         res = run_design(spec, jobs=jobs, dask=dask_address, say=bar.stage)
     rec = to_record(res)
     markdown = to_markdown(rec)

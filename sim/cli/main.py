@@ -110,6 +110,7 @@ def _load(load: Callable[[], click.Command], wrap: bool) -> click.Command:
     if load not in _LOADED:
         command = load()
         if wrap:
+            assert command.callback is not None  # every moesim command has a function
             command.callback = _user_errors(command.callback)
         _LOADED[load] = command
     return _LOADED[load]
@@ -160,7 +161,7 @@ def place(
     for name, degree in degrees.items():  # before dp is derived by dividing by them
         if degree is not None:
             check_flag_count(degree, "gpus", f"layout.{name}")
-    with Ticker(f"place {fabric}", quiet):
+    with Ticker(f"place {fabric}", quiet=quiet):
         graph = topologies.load_preset(fabric)
         if dp is None:
             hosts = graph.graph.get("hosts", 1) * graph.graph.get("gpus_per_host", 1)

@@ -128,7 +128,7 @@ def plot(kind: str, results: tuple[str, ...], out: str, x: str | None, quiet: bo
     sweep       step time and excess against --x, p50 and p1-p99 band (one sweep CSV)
     """
     try:
-        with Ticker(f"plot {kind}", quiet):
+        with Ticker(f"plot {kind}", quiet=quiet):
             path = draw(kind, results, out, x)
     except MoesimError as exc:
         click.echo(f"moesim: {exc}", err=True)

@@ -73,7 +73,7 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
         raise ConfigError("--chakra", "written in full and fast mode only")
     label = f"{click.get_current_context().info_name} {scn.name}"  # run, or its alias step
     if isinstance(spec, GroupSpec):
-        with Ticker(label, quiet):
+        with Ticker(label, quiet=quiet):
             res = run_scenario(scn, mode, timeline=bool(trace_path or run_path))
     else:
         bar = Bar(f"{label} ({mode})", "backward pass", quiet)

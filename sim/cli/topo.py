@@ -32,7 +32,7 @@ def topo(name: str | None, as_list: bool, as_json: bool, draw: str | None, quiet
         raise ConfigError("topo", "give a preset name (or a fabric .yaml file) or --list")
     if as_list:
         names = topologies.preset_names()
-        with Ticker("topo --list", quiet):
+        with Ticker("topo --list", quiet=quiet):
             recs = {n: fabric_record(topologies.load_preset(n), _about(n), bisection=False)
                     for n in names}
         click.echo(json.dumps(list(recs.values()), indent=2) if as_json
@@ -41,7 +41,7 @@ def topo(name: str | None, as_list: bool, as_json: bool, draw: str | None, quiet
     assert name is not None
     if draw:
         _check_draw(draw, name)
-    with Ticker(f"topo {name}", quiet):
+    with Ticker(f"topo {name}", quiet=quiet):
         graph = topologies.load_preset(name)
         rec = fabric_record(graph, _about(name))
         if draw:

@@ -122,7 +122,8 @@ def critical_events(record: StepRecord, ranks: set[int]) -> list[dict[str, Any]]
 
 def counter_events(record: StepRecord, links_pid: int) -> list[dict[str, Any]]:
     """Per link kept, its utilisation at each bin start (only where it changes)."""
-    series, events = record.links, []
+    series = record.links
+    events: list[dict[str, Any]] = []
     if series is None:
         return events
     for name, util in zip(series.names, series.util, strict=True):
@@ -141,8 +142,8 @@ def kept_ranks(record: StepRecord, max_spans: int) -> tuple[set[int], dict[str, 
     every = max(1, -(-len(record.spans) // max_spans))
     path = {s["rank"] for s in record.critical}
     kept = set(ranks[::every]) | (path & set(ranks))
-    note = {"spans": len(record.spans), "max_spans": max_spans, "ranks_simulated": len(ranks),
-            "ranks_kept": len(kept)}
+    note: dict[str, Any] = {"spans": len(record.spans), "max_spans": max_spans,
+                            "ranks_simulated": len(ranks), "ranks_kept": len(kept)}
     if every > 1:
         note["rule"] = (f"over max_spans: every {every}th simulated rank kept, plus the "
                         f"ranks on the critical path")

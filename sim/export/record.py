@@ -23,7 +23,7 @@ Where the numbers come from (the state the rank programs leave, :mod:`moesim.ste
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from moesim.step.groups import group, ring_group
 from moesim.step.mode import Fast, StepMode, step_mode
 from moesim.step.result import StepResult, summarise
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
-from moesim.step.state import CATEGORIES, PARAM_BYTES, StepState
+from moesim.step.state import CATEGORIES, PARAM_BYTES, StepState, Where
 
 TOP_LINKS = 48
 TRACKS = ("compute", "a2a", "tp", "cp", "pp", "dp", "optimizer")
@@ -96,7 +96,8 @@ class StepRecord:
 def recording_mode(mode: str | StepMode) -> StepMode:
     """``mode``, with fast mode's MoE layers unfused so that every op leaves a span."""
     strategy = step_mode(mode)
-    return Fast(routing_draws=strategy.routing_draws, fuse_moe=False) \
+    # Fast's ``name`` is a ClassVar, which mypy does not match to StepMode's ``name: str``
+    return cast(StepMode, Fast(routing_draws=strategy.routing_draws, fuse_moe=False)) \
         if isinstance(strategy, Fast) else strategy
 
 
@@ -114,7 +115,8 @@ def run_recorded(spec: StepSpec, mode: str | StepMode, scenario: str = ""
 
 def step_record(st: StepState, ranks: list[int], mode: str, scenario: str = "") -> StepRecord:
     """The :class:`StepRecord` of the finished ``st`` (module docstring)."""
-    rings = {id(ev): (key[0], key[1], ring) for key, ring in st.tp_rings.items()
+    rings = {id(ev): (cast(str, key[0]), cast(str, key[1]), ring)  # (over, kind, ...): tpcp
+             for key, ring in st.tp_rings.items()
              for ev in ring.rank_done}
     dp_seen: dict[int, int] = {}
     spans: list[Span] = []
@@ -160,8 +162,8 @@ def link_series(st: StepState, end_s: float, top: int = TOP_LINKS) -> LinkSeries
                       int(used.size))
 
 
-def _name(track: str, where: object, comm: Comm | None) -> str:
-    kind, mb, vstage, layer, phase = where if where else ("", -1, -1, -1, "")  # type: ignore[misc]
+def _name(track: str, where: Where | None, comm: Comm | None) -> str:
+    kind, mb, vstage, layer, phase = where if where else ("", -1, -1, -1, "")
     at = f"{kind} mb{mb} vs{vstage}" if kind else "step"
     if track == "compute":
         return f"compute {at}" + (f" after L{layer} {phase}" if layer >= 0 else "")

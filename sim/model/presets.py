@@ -27,6 +27,7 @@ HF_CONFIGS = Path(__file__).with_name("hf_configs")
 def _published(name: str) -> ModelConfig:
     """The preset ``name`` from its shipped Hugging Face config."""
     data = read_yaml(HF_CONFIGS / f"{name}.yaml", f"model {name}")
+    assert isinstance(data, dict), name  # a shipped config.json: a mapping
     return model_from_hf(data, name=name)
 
 

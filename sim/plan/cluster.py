@@ -25,6 +25,7 @@ are what a step scenario's ``fabric.preset`` reads, so the chosen design re-runs
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from moesim import topologies
 from moesim.errors import ConfigError
@@ -147,7 +148,7 @@ def fabric_spec(fabric: str, gpus: int, gpu: str, nic_gbit: int = 400,
 
 def fabric_label(fs: FabricSpec) -> str:
     """A short human name: the preset, or the rail fat tree's shape for ``auto``."""
-    p = dict(fs.params)
+    p: dict[str, Any] = dict(fs.params)
     if fs.preset == NVL72_PRESET and "racks" in p:
         return (f"{p['racks']} x GB200 NVL72 racks on a rail scale-out network, {p['tiers']} "
                 f"tiers, {float(p.get('oversubscription', 1.0)):g}:1, "

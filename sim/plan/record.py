@@ -23,7 +23,7 @@ BAND_PATH = "fast"  # the code path the design's steps run (moesim.step.fast)
 def error_band() -> dict[str, Any] | None:
     """The validation error band of fast mode as a plain mapping, None when not built in."""
     try:
-        from moesim.results.band import error_band as band_of  # type: ignore[import-not-found]
+        from moesim.results.band import error_band as band_of
     except ImportError:
         return None
     band = band_of(BAND_PATH)

@@ -55,7 +55,8 @@ def to_plain(record: object) -> dict[str, Any]:
 def _nan_to_none(values: np.ndarray) -> np.ndarray:
     if values.dtype.kind != "f" or not np.isnan(values).any():
         return values
-    return np.where(np.isnan(values), None, values.astype(object))
+    # numpy's stubs take no None scalar; None is what an object array holds for a NaN here
+    return np.where(np.isnan(values), None, values.astype(object))  # type: ignore[call-overload]
 
 
 def from_plain(cls: type[T], plain: dict[str, Any], dtypes: dict[str, tuple[str, int]]) -> T:

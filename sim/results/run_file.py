@@ -55,7 +55,8 @@ def evidence_from(plain: dict[str, Any] | None) -> Evidence | None:
     """The evidence record of a saved run's ``evidence`` value."""
     if plain is None:
         return None
-    kinds = {"group": GroupEvidence, "walk": WalkRecord}
+    kinds: dict[str, type[GroupEvidence] | type[WalkRecord]] = {"group": GroupEvidence,
+                                                                "walk": WalkRecord}
     kind = plain.get("kind") if isinstance(plain, dict) else None
     if kind not in kinds:
         raise ConfigError("evidence", f"unknown record kind {kind!r}; allowed: "

@@ -27,7 +27,7 @@ import dataclasses
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from moesim.errors import ConfigError
 from moesim.hardware import get_gpu
@@ -79,7 +79,7 @@ def scenario_from_dict(data: object, default_name: str = "scenario") -> Scenario
     """Build a scenario from a mapping shaped like ``scenarios/*.yaml`` (a mapping of the old
     languages, without ``version``, is converted first, silently)."""
     if is_legacy(data):
-        data = convert(data)
+        data = convert(cast(Mapping[str, Any], data))  # is_legacy: a Mapping
     top = check_keys(data, TOP_KEYS, "scenario")
     version = top.get("version")
     if version != SCENARIO_VERSION:
@@ -113,7 +113,8 @@ def hardware_from_dict(value: object) -> tuple[str, tuple[tuple[int, float], ...
 def workload_from_dict(value: object) -> Workload:
     """The ``workload:`` mapping -> Workload (its None-default fields may be null)."""
     data = dict(check_keys(value, [f.name for f in dataclasses.fields(Workload)], "workload"))
-    optional = {k: data.pop(k) for k in ("global_batch", "layers", "tokens_per_rank") if k in data}
+    optional: dict[str, Any] = {k: data.pop(k) for k in ("global_batch", "layers",
+                                                          "tokens_per_rank") if k in data}
     for key, item in optional.items():
         if item is not None:
             check_count(item, LIMIT_OF.get(key, "tokens_per_rank"), f"workload.{key}")
@@ -158,7 +159,7 @@ def fabric_from_dict(value: object) -> FabricSpec:
         params = upgrade_params(params, "fabric.params")  # old GB/s keys -> Gbit/s, with a notice
     except TopologyError as exc:
         raise ConfigError(exc.field, exc.problem) from exc
-    check_fabric_params(data.get("preset", FabricSpec.preset), params)
+    check_fabric_params(data.get("preset", FabricSpec.preset), cast(Mapping[Any, object], params))
     faults = data.get("faults", [])
     if not isinstance(faults, list) or not all(isinstance(f, Mapping) for f in faults):
         raise ConfigError(

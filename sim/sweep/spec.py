@@ -206,7 +206,7 @@ def _seeds(value: object) -> list[int]:
         count, start = value.get("count"), value.get("start", 0)
         if _is_int(count) and count >= 1 and _is_int(start):  # type: ignore[operator]
             check_limit("seeds", count, "sweep.seeds")
-            seeds = list(range(start, start + count))  # type: ignore[operator]
+            seeds = list(range(start, start + count))
     if seeds is None:
         raise ConfigError("sweep.seeds", "must be a list of integers >= 0 or "
                           "{count: N >= 1, start: S >= 0}")
