@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import signal
 import statistics
 import time
-from types import FrameType
 
-from bench_step import make_spec
+from bench_step import WallCap, make_spec, wall_cap
 
 from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
@@ -42,14 +40,6 @@ def step256(microbatches: int) -> StepSpec:
                         multipath="dmodk", batch_window_rel=0.02)
     return StepSpec(model=get_model("moe-1t"), layout=ParallelLayout(pp=4, ep=64, dp=64),
                     gpu="H800", fabric=fabric, microbatches=microbatches, seq_len=4096)
-
-
-class WallCap(Exception):
-    """The run hit ``--max-wall-s``."""
-
-
-def _alarm(_sig: int, _frame: FrameType | None) -> None:
-    raise WallCap
 
 
 def main() -> None:
@@ -72,11 +62,9 @@ def main() -> None:
         def progress(done: float, total: float, seen: list[float] = seen) -> None:
             seen[:] = [done, total]
 
-        signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, args.max_wall_s)
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            with watching(progress):
+            with wall_cap(args.max_wall_s), watching(progress):
                 res = run_step(spec)
         except WallCap:
             wall = time.perf_counter() - t0
@@ -85,8 +73,6 @@ def main() -> None:
                   f"{seen[1]:.0f} backward passes ({frac:.1%}); at that pace the step would "
                   f"take about {wall / frac:.0f} s" if frac else "  stopped before any pass")
             return
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
         walls.append(time.perf_counter() - t0)
         print(f"  wall {walls[-1]:.2f} s  cpu {time.process_time() - c0:.2f} s  "
               f"step {res.step_time_s:.6f} s  top link {res.top_link or '-'}  "

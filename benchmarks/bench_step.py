@@ -82,6 +82,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
@@ -181,11 +183,23 @@ def _children_cpu_s() -> float:
 
 
 class WallCap(Exception):
-    """The full-mode run hit ``--max-wall-s``."""
+    """A full-mode run hit ``--max-wall-s``."""
 
 
 def _alarm(_sig: int, _frame: FrameType | None) -> None:
     raise WallCap
+
+
+@contextmanager
+def wall_cap(max_wall_s: float) -> Iterator[None]:
+    """Raise :class:`WallCap` inside the block once ``max_wall_s`` of wall time has passed
+    (SIGALRM); the timer is disarmed when the block ends either way."""
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, max_wall_s)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def main() -> None:
@@ -227,15 +241,12 @@ def main() -> None:
             res = run_step(spec, Fast(routing_draws=args.routing_draws or None,
                                           phases=args.phases))
         else:
-            signal.signal(signal.SIGALRM, _alarm)
-            signal.setitimer(signal.ITIMER_REAL, args.max_wall_s)
             try:
-                res = run_step(spec)
+                with wall_cap(args.max_wall_s):
+                    res = run_step(spec)
             except WallCap:
                 print(f"full mode: stopped at --max-wall-s {args.max_wall_s:.0f} s")
                 return
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         print(f"  wall {walls[-1]:.2f} s  cpu {cpus[-1]:.2f} s  step {res.step_time_s:.3f} s  "
