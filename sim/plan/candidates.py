@@ -28,8 +28,8 @@ from moesim.errors import ConfigError
 from moesim.hardware import GpuSpec
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
-from moesim.parallel.memory import MemoryBudget, fits, state_memory
-from moesim.plan.spec import RECOMPUTE_ORDER, DesignSpec, nearest_batch
+from moesim.parallel.memory import RECOMPUTE_ORDER, MemoryBudget, fits, state_memory
+from moesim.plan.spec import DesignSpec, nearest_batch
 
 TP_CHOICES = (1, 2, 4, 8)
 CP_CHOICES = (1, 2)

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from moesim.errors import ConfigError
 from moesim.io import check_limit
 
-RECOMPUTE_ORDER = ("selective", "full")  # tried in this order until the layout fits
-
 
 @dataclass(frozen=True)
 class DesignSpec:
