@@ -53,10 +53,6 @@ class CopiesRouter(Router):
         self._n_rows = 0
         self._flat: tuple[np.ndarray, ...] | None = None
 
-    @property
-    def n_endpoints(self) -> int:
-        return int(self.members.shape[1])
-
     def extend(self, members: np.ndarray) -> np.ndarray:
         """Add endpoints whose copies are the columns of ``members`` (fewer or more copies than
         the endpoints so far: the shorter side is padded with absent GPUs); the ids to start

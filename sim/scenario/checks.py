@@ -108,13 +108,3 @@ def check_layout_limits(layout: object, field: str = "layout") -> None:
             if f.name in WORLD_DEGREES:
                 world *= max(value, 1)
     check_limit("gpus", world, field)
-
-
-def check_workload_limits(workload: object) -> None:
-    """A layer-stack workload's token counts within their limits."""
-    check_limit("tokens_per_rank", getattr(workload, "tokens_per_rank", 0),
-                "workload.tokens_per_rank")
-    check_limit("seq_len", getattr(workload, "seq_len", 0), "workload.seq_len")
-    check_limit("gpus", getattr(workload, "ep", 0), "workload.ep")
-    check_limit("gpus", getattr(workload, "first_gpu", 0), "workload.first_gpu")
-    check_limit("gpus", getattr(workload, "gpu_stride", 0), "workload.gpu_stride")
