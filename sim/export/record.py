@@ -96,9 +96,9 @@ class StepRecord:
 def recording_mode(mode: str | StepMode) -> StepMode:
     """``mode``, with fast mode's MoE layers unfused so that every op leaves a span."""
     strategy = step_mode(mode)
-    # Fast's ``name`` is a ClassVar, which mypy does not match to StepMode's ``name: str``
-    return cast(StepMode, Fast(routing_draws=strategy.routing_draws, fuse_moe=False)) \
-        if isinstance(strategy, Fast) else strategy
+    if isinstance(strategy, Fast):
+        return Fast(routing_draws=strategy.routing_draws, fuse_moe=False)
+    return strategy
 
 
 def run_recorded(spec: StepSpec, mode: str | StepMode, scenario: str = ""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from moesim.fabric.spec import FabricSpec
 from moesim.model import MODELS, ModelConfig
@@ -26,9 +26,6 @@ from moesim.plan.candidates import Candidate
 from moesim.plan.spec import DesignSpec
 from moesim.step.spec import StepSpec
 from moesim.sweep.execute import open_executor, run_unordered
-
-if TYPE_CHECKING:
-    from moesim.step.mode import StepMode
 
 
 def step_spec(spec: DesignSpec, model: ModelConfig, cand: Candidate,
@@ -83,8 +80,7 @@ def simulate_task(task: SimTask) -> dict[str, Any]:
     from moesim.step.run import run_step
 
     start = time.perf_counter()
-    # Fast's ``name`` is a ClassVar, which mypy does not match to StepMode's ``name: str``
-    mode = cast("StepMode", Fast(routing_draws=task.routing_draws or None))
+    mode = Fast(routing_draws=task.routing_draws or None)
     probes = probe_counts(task.step) if task.extrapolate and task.routing_draws else None
     try:
         if probes is None:
