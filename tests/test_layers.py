@@ -5,12 +5,14 @@ import pointing down the floors below, plots reached only lazily from the CLI, n
 The floors (DESIGN.md's layering, as the code has it): a package may import packages on its
 own floor or below, never above; and no two modules, nor two packages, import each other
 (directly or round a longer circle). Imports inside functions and ``if TYPE_CHECKING:`` blocks
-count too: a lazy import still points somewhere.
+count too: a lazy import still points somewhere; so does a ``"moesim.pkg.module:name"`` string
+(what ``importlib`` loads when the name is asked for: the CLI's lazy command table).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -39,6 +41,8 @@ FLOORS: dict[int, tuple[str, ...]] = {
 PLOTS_IMPORTERS = ("cli",)
 """The only packages that may import ``moesim.plots``, and only inside functions."""
 
+LOADER = re.compile(r"moesim(?:\.\w+)+:\w+")
+"""A string naming what a module loads by ``importlib`` when asked: ``"module:name"``."""
 
 
 def _folders() -> dict[str, Path]:
@@ -80,7 +84,7 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom, is_package: bool) -
 @cache
 def import_edges() -> dict[tuple[str, str], bool]:
     """(importer, imported) -> True when some import of it runs at import time (module level),
-    False when all are inside functions."""
+    False when all are inside functions (or in a loader string: :func:`loader_strings`)."""
     edges: dict[tuple[str, str], bool] = {}
     for module, path in modules().items():
         is_package = path.name == "__init__.py"
@@ -95,7 +99,42 @@ def import_edges() -> dict[tuple[str, str], bool]:
                 visit(child, lazy)
 
         visit(ast.parse(path.read_text(), filename=str(path)), False)
+    for module, target in loader_strings():
+        loaded = target.partition(":")[0]
+        if loaded in modules():  # else test_every_loader_string_names_what_it_loads fails
+            edges[module, loaded] = edges.get((module, loaded), False)
     return edges
+
+
+@cache
+def loader_strings() -> dict[tuple[str, str], bool]:
+    """(module, ``"moesim.pkg.module:name"`` string in it) -> whether ``name`` is defined at the
+    top of that module: each is a lazy import (``importlib.import_module`` when asked for)."""
+    return {(module, target): defines(target) for module, path in modules().items()
+            for target in strings_in(ast.parse(path.read_text(), filename=str(path)))}
+
+
+def strings_in(tree: ast.AST) -> list[str]:
+    """The ``"moesim.pkg.module:name"`` strings of a parsed module."""
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and LOADER.fullmatch(node.value)]
+
+
+def defines(target: str) -> bool:
+    """Whether ``"moesim.pkg.module:name"`` names a module of the project that defines
+    ``name`` at its top level (a function, class or assignment)."""
+    module, _, name = target.partition(":")
+    if module not in modules():
+        return False
+    tree = ast.parse(modules()[module].read_text())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name == name:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
 
 
 def package(module: str) -> str:
@@ -125,6 +164,34 @@ def test_the_graph_sees_the_whole_project() -> None:
     assert ("moesim.step.simulate", "moesim.engine.network") in edges  # absolute import
     assert ("moesim.cli.plot", "moesim.plots.sweep") in edges  # lazy, inside a function
     assert edges["moesim.cli.plot", "moesim.plots.sweep"] is False
+    assert edges["moesim.cli.main", "moesim.cli.plot"] is False  # LAZY_COMMANDS' "module:name"
+
+
+def test_every_loader_string_names_what_it_loads() -> None:
+    """Each ``"module:name"`` string (the CLI's lazy commands) names a module of the project
+    that defines ``name``: a typo there would only fail when a user types the command."""
+    strings = loader_strings()
+    assert ("moesim.cli.main", "moesim.cli.run:run") in strings
+    assert [s for s, ok in strings.items() if not ok] == []
+
+
+@pytest.mark.parametrize("target", ["moesim.cli.plto:plot", "moesim.cli.plot:plto",
+                                    "moesim.cli.plot:click"])
+def test_a_bad_loader_string_is_caught(target: str) -> None:
+    """A table entry with a misspelt module, a misspelt name, or an imported (not defined)
+    name is read and found wanting."""
+    table = ast.parse(f'T = {{"plot": ("{target}", False), "run": ("moesim.cli.run:run", True)}}')
+    assert strings_in(table) == [target, "moesim.cli.run:run"]
+    assert [defines(t) for t in strings_in(table)] == [False, True]
+
+
+def test_the_loader_strings_are_what_reaches_the_commands() -> None:
+    """Without the loader strings' edges the command modules would look unused (so the
+    reachability test below depends on reading them)."""
+    loaded = {(m, t.partition(":")[0]) for m, t in loader_strings()}
+    without = {e: v for e, v in import_edges().items() if e not in loaded}
+    missing = set(modules()) - reached(entry_points(), without)
+    assert {"moesim.cli.run", "moesim.cli.design", "moesim.cli.sweep"} <= missing
 
 
 def test_every_package_has_one_floor() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -36,56 +37,21 @@ def _user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _plot() -> click.Command:
-    from moesim.cli.plot import plot
-    return plot
-
-
-def _design() -> click.Command:
-    from moesim.cli.design import design
-    return design
-
-
-def _plan() -> click.Command:
-    from moesim.cli.design import plan
-    return plan
-
-
-def _validate() -> click.Command:
-    from moesim.cli.validate import validate
-    return validate
-
-
-def _sweep() -> click.Command:
-    from moesim.cli.sweep import sweep
-    return sweep
-
-
-def _gallery() -> click.Command:
-    from moesim.cli.gallery import gallery
-    return gallery
-
-
-def _run() -> click.Command:
-    from moesim.cli.run import run
-    return run
-
-
-def _topo() -> click.Command:
-    from moesim.cli.topo import topo
-    return topo
-
-
-LAZY_COMMANDS: dict[str, tuple[Callable[[], click.Command], bool]] = {
-    "plot": (_plot, False), "design": (_design, False), "plan": (_plan, False),
-    "validate": (_validate, False), "sweep": (_sweep, False), "gallery": (_gallery, False),
-    "run": (_run, True),
-    "step": (_run, True),  # the old whole-step command, kept as an alias
-    "topo": (_topo, True),
+LAZY_COMMANDS: dict[str, tuple[str, bool]] = {
+    "plot": ("moesim.cli.plot:plot", False),
+    "design": ("moesim.cli.design:design", False),
+    "plan": ("moesim.cli.design:plan", False),
+    "validate": ("moesim.cli.validate:validate", False),
+    "sweep": ("moesim.cli.sweep:sweep", False),
+    "gallery": ("moesim.cli.gallery:gallery", False),
+    "run": ("moesim.cli.run:run", True),
+    "step": ("moesim.cli.run:run", True),  # the old whole-step command, kept as an alias
+    "topo": ("moesim.cli.topo:topo", True),
 }
-"""Commands that live in their own modules: name -> (its import, wrapped in ``_user_errors``).
-Imported when named (or listed, for ``--help``), so that ``moesim step`` does not import the
-sweep, validation and design machinery (~0.05 s CPU of a fast step)."""
+"""Commands that live in their own modules: name -> ("module:command", wrapped in
+``_user_errors``). Imported when named (or listed, for ``--help``), so that ``moesim step`` does
+not import the sweep, validation and design machinery (~0.05 s CPU of a fast step).
+tests/test_layers.py reads these "module:command" strings as lazy imports of this module."""
 
 
 class _LazyGroup(OneLineGroup):
@@ -102,18 +68,20 @@ class _LazyGroup(OneLineGroup):
         return super().get_command(ctx, cmd_name)
 
 
-_LOADED: dict[Callable[[], click.Command], click.Command] = {}
+_LOADED: dict[str, click.Command] = {}
 
 
-def _load(load: Callable[[], click.Command], wrap: bool) -> click.Command:
-    """The command object (one per import: ``run`` and ``step`` share it)."""
-    if load not in _LOADED:
-        command = load()
+def _load(target: str, wrap: bool) -> click.Command:
+    """The command object of ``"module:command"`` (one per target: ``run`` and ``step``
+    share it)."""
+    if target not in _LOADED:
+        module, _, attr = target.partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
         if wrap:
             assert command.callback is not None  # every moesim command has a function
             command.callback = _user_errors(command.callback)
-        _LOADED[load] = command
-    return _LOADED[load]
+        _LOADED[target] = command
+    return _LOADED[target]
 
 
 @click.group(cls=_LazyGroup)
