@@ -31,10 +31,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from moesim.errors import ConfigError
+from moesim.parallel.stages import LAYOUT_FIELD, check_layout_stages, parse_layout, split_counts
 
 if TYPE_CHECKING:
     from moesim.model.config import ModelConfig
 
+DEGREES = ("tp", "pp", "vpp", "ep", "etp", "cp", "dp")
+"""The parallel degrees (positive integers); the other fields split layers over stages."""
 DENSE_KINDS = ("tp", "cp", "dp", "pp")
 EXPERT_KINDS = ("etp", "ep", "edp", "pp")
 GROUP_KINDS = ("tp", "cp", "dp", "pp", "ep", "etp", "edp")
@@ -42,7 +45,9 @@ GROUP_KINDS = ("tp", "cp", "dp", "pp", "ep", "etp", "edp")
 
 @dataclass(frozen=True)
 class ParallelLayout:
-    """Parallel degrees of one training job (Megatron names)."""
+    """Parallel degrees of one training job (Megatron names), and how its decoder layers split
+    over the (virtual) pipeline stages: Megatron-Core's ``TransformerConfig`` options, unset by
+    default (0, False, ""): :mod:`moesim.parallel.stages`."""
 
     tp: int = 1
     pp: int = 1
@@ -51,13 +56,19 @@ class ParallelLayout:
     etp: int = 1
     cp: int = 1
     dp: int = 1
+    num_layers_in_first_pipeline_stage: int = 0  # --decoder-first-pipeline-num-layers
+    num_layers_in_last_pipeline_stage: int = 0  # --decoder-last-pipeline-num-layers
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
+    pipeline_model_parallel_layout: str = ""  # e.g. "Et*3|(tt|)*29,m|L"
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name in DEGREES:
+            value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"layout.{f.name}", f"must be a positive integer, got "
+                raise ConfigError(f"layout.{name}", f"must be a positive integer, got "
                                   f"{value!r}")
+        self._check_split()
         fold = self.etp * self.ep * self.pp
         if self.world_size % fold:
             raise ConfigError("layout.ep", f"etp*ep*pp = {fold} must divide world size "
@@ -65,6 +76,69 @@ class ParallelLayout:
                               "same ranks)")
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError("layout.vpp", "virtual pipeline stages need pp > 1")
+
+    def _check_split(self) -> None:
+        """The stage-split options' types and combinations (Megatron's rules)."""
+        for name in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"layout.{name}", f"must be a positive integer (0: not set), "
+                                  f"got {value!r}")
+        for name in ("account_for_embedding_in_pipeline_split",
+                     "account_for_loss_in_pipeline_split"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"layout.{name}", f"must be true/false, got "
+                                  f"{getattr(self, name)!r}")
+        text = self.pipeline_model_parallel_layout
+        if not isinstance(text, str) or len(text) > 10_000:
+            raise ConfigError(LAYOUT_FIELD, "must be a layout string of at most 10000 "
+                              "characters, e.g. \"Et*3|(tt|)*29,m|L\"")
+        uneven = self.num_layers_in_first_pipeline_stage or self.num_layers_in_last_pipeline_stage
+        account = (self.account_for_embedding_in_pipeline_split
+                   or self.account_for_loss_in_pipeline_split)
+        if (uneven or account or text) and self.pp == 1:
+            raise ConfigError("layout.pp", "stage-split options need pp > 1")
+        if text and (uneven or account):
+            raise ConfigError(LAYOUT_FIELD, "replaces the first/last-stage and account-for "
+                              "options: set one or the other")
+        if uneven and account:
+            raise ConfigError("layout.account_for_embedding_in_pipeline_split", "Megatron does "
+                              "not combine it with num_layers_in_first/last_pipeline_stage")
+        if text:
+            check_layout_stages(parse_layout(text), self.pp, self.vpp)
+
+    @property
+    def custom_split(self) -> bool:
+        """Whether a stage-split option is set (else moesim's default split)."""
+        return bool(self.num_layers_in_first_pipeline_stage
+                    or self.num_layers_in_last_pipeline_stage
+                    or self.account_for_embedding_in_pipeline_split
+                    or self.account_for_loss_in_pipeline_split
+                    or self.pipeline_model_parallel_layout)
+
+    def virtual_stage_layers(self, num_layers: int) -> tuple[int, ...]:
+        """Decoder layers of each virtual stage ``c * pp + s`` (layers numbered in that order):
+        the stage-split option set (:mod:`moesim.parallel.stages`), else :meth:`stage_layers`
+        split over each stage's vpp chunks as evenly as possible (earlier chunks take the
+        remainder)."""
+        if self.pipeline_model_parallel_layout:
+            placed = tuple(stage.count("t") for stage in
+                           parse_layout(self.pipeline_model_parallel_layout))
+            if sum(placed) != num_layers:
+                raise ConfigError(LAYOUT_FIELD, f"places {sum(placed)} decoder layers (t); the "
+                                  f"model has {num_layers}")
+            return placed
+        if self.custom_split:
+            return split_counts(num_layers, self.pp, self.vpp,
+                                self.num_layers_in_first_pipeline_stage,
+                                self.num_layers_in_last_pipeline_stage,
+                                self.account_for_embedding_in_pipeline_split,
+                                self.account_for_loss_in_pipeline_split)
+        counts = [0] * (self.pp * self.vpp)
+        for s, n in enumerate(self.stage_layers(num_layers)):
+            for c in range(self.vpp):
+                counts[c * self.pp + s] = n // self.vpp + (1 if c < n % self.vpp else 0)
+        return tuple(counts)
 
     @property
     def world_size(self) -> int:
@@ -137,12 +211,16 @@ class ParallelLayout:
     def stage_layers(self, num_layers: int) -> tuple[int, ...]:
         """Decoder layers on each pipeline stage (all virtual chunks of a stage together).
 
-        Even when ``pp`` divides ``num_layers``. Otherwise the middle stages get
+        With a stage-split option set, what it gives (:meth:`virtual_stage_layers`). Else even
+        when ``pp`` divides ``num_layers``. Otherwise the middle stages get
         ``ceil(L / pp)`` each and the first and last share the rest (first gets the larger half),
         which is what Megatron's ``--decoder-first-pipeline-num-layers`` /
         ``--decoder-last-pipeline-num-layers`` express: e.g. 61 layers on pp=8 -> 7, 8 x 6, 6.
         """
         pp = self.pp
+        if self.custom_split:
+            chunks = self.virtual_stage_layers(num_layers)
+            return tuple(sum(chunks[s::pp]) for s in range(pp))
         if num_layers < pp * self.vpp:
             raise ConfigError("layout.pp", f"{num_layers} layers cannot fill pp*vpp = "
                               f"{pp * self.vpp} (virtual) stages")
@@ -196,6 +274,8 @@ class ParallelLayout:
                 "--expert-tensor-parallel-size", str(self.etp)]
         if self.tp > 1:
             args.append("--sequence-parallel")
+        if self.custom_split:
+            return args + self._split_args()
         if num_layers is None:
             if self.vpp > 1:
                 raise ConfigError("num_layers", "needed to spell vpp > 1 as "
@@ -212,6 +292,26 @@ class ParallelLayout:
                                   f"{self.pp * self.vpp}")
             args += ["--num-layers-per-virtual-pipeline-stage",
                      str(num_layers // (self.pp * self.vpp))]
+        return args
+
+
+    def _split_args(self) -> list[str]:
+        """The stage-split option's flags (the layout string implies vpp)."""
+        if self.pipeline_model_parallel_layout:
+            return ["--pipeline-model-parallel-layout", self.pipeline_model_parallel_layout]
+        args = [flag for flag, on in (
+            ("--account-for-embedding-in-pipeline-split",
+             self.account_for_embedding_in_pipeline_split),
+            ("--account-for-loss-in-pipeline-split", self.account_for_loss_in_pipeline_split))
+            if on]
+        for flag, n in (("--decoder-first-pipeline-num-layers",
+                         self.num_layers_in_first_pipeline_stage),
+                        ("--decoder-last-pipeline-num-layers",
+                         self.num_layers_in_last_pipeline_stage)):
+            if n:
+                args += [flag, str(n)]
+        if self.vpp > 1:
+            args += ["--num-virtual-stages-per-pipeline-rank", str(self.vpp)]
         return args
 
 

@@ -97,14 +97,15 @@ into tp x cp x dp, vpp splits a stage)."""
 
 
 def check_layout_limits(layout: object, field: str = "layout") -> None:
-    """Each parallel degree, and the world size, within the GPU limit."""
-    import dataclasses
+    """Each parallel degree, and the world size, within the GPU limit (the stage-split fields
+    count layers: the model's layer count bounds them)."""
+    from moesim.parallel.layout import DEGREES
 
     world = 1
-    for f in dataclasses.fields(layout):  # type: ignore[arg-type]
-        value = getattr(layout, f.name)
+    for name in DEGREES:
+        value = getattr(layout, name)
         if isinstance(value, int) and not isinstance(value, bool):
-            check_limit("gpus", value, f"{field}.{f.name}")
-            if f.name in WORLD_DEGREES:
+            check_limit("gpus", value, f"{field}.{name}")
+            if name in WORLD_DEGREES:
                 world *= max(value, 1)
     check_limit("gpus", world, field)

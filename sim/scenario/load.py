@@ -12,6 +12,9 @@ The one language (``version: 2``)::
     fabric: {preset: hgx-h100, multipath: ecmp, batch_window_rel: 0.0, pxn: false,
              params: {...}, faults: [...]}
     layout: {tp: 1, pp: 1, vpp: 1, ep: 8, etp: 1, cp: 1, dp: 8}
+    # and Megatron's stage-split options (moesim.parallel.stages), e.g.
+    # account_for_embedding_in_pipeline_split: true, account_for_loss_in_pipeline_split: true,
+    # num_layers_in_first_pipeline_stage: 3, pipeline_model_parallel_layout: "Et*3|(tt|)*29,m|L"
     placement: {first_gpu: 0, gpu_stride: 1}     # group mode only
     router: {kind: hot, hot_experts: 1, hot_factor: 6.0}
     schedule: 1f1b               # 1f1b | interleaved | dualpipe

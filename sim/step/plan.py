@@ -109,17 +109,11 @@ class StepPlan:
 
 
 def chunk_layers(lay: ParallelLayout, num_layers: int) -> tuple[tuple[int, ...], ...]:
-    """Layer indices of each virtual stage ``c * pp + s``, in model order.
-
-    Stage ``s`` gets ``lay.stage_layers`` layers, split over its ``vpp`` chunks as evenly as
-    possible (earlier chunks take the remainder).
-    """
-    stage_counts = lay.stage_layers(num_layers)
-    counts = [0] * (lay.pp * lay.vpp)
-    for s, n in enumerate(stage_counts):
-        for c in range(lay.vpp):
-            counts[c * lay.pp + s] = n // lay.vpp + (1 if c < n % lay.vpp else 0)
-    bounds = np.concatenate([[0], np.cumsum(counts)])
+    """Layer indices of each virtual stage ``c * pp + s``, in model order: as many as
+    :meth:`ParallelLayout.virtual_stage_layers` gives it (Megatron's stage-split options, else
+    ``lay.stage_layers`` split over each stage's vpp chunks, earlier chunks taking the
+    remainder). A virtual stage may hold none (the embedding or the loss alone)."""
+    bounds = np.concatenate([[0], np.cumsum(lay.virtual_stage_layers(num_layers))])
     return tuple(tuple(range(int(a), int(b))) for a, b in pairwise(bounds))
 
 
