@@ -21,9 +21,18 @@ def test_row_settings_reach_the_step(case) -> None:  # type: ignore[no-untyped-d
     assert spec.compute_dtype == {"BF16": "bf16", "FP8-CS": "fp8-cs", "FP8-MX": "mxfp8",
                                   "MXFP8": "mxfp8"}[a["precision"]]
     assert spec.dispatcher == ("alltoall" if case.gpu == "GB200" else "deepep")
-    assert spec.gpu == case.gpu and spec.recompute == "auto"
+    assert spec.gpu == case.gpu and spec.recompute == a["recompute"]
     assert (case.group, case.scope, case.path) == ("out_of_sample", "end_to_end", "fast")
     assert case.assumptions and ("@df0289c1" in case.source or "@1a2ac152" in case.source)
+
+
+def test_recompute_as_the_preset_states() -> None:
+    """DeepSeek-V3 on DGX-B200 (26.02): its preset's recompute_modules ['mla_up_proj'] has no
+    moesim module; the nearest, none, is run and the preset is named; other rows: auto."""
+    runs = {c.name: dict(c.args)["recompute"] for c in BRIDGE_CASES}
+    dsv3 = next(c for c in BRIDGE_CASES if c.gpu == "B200" and "deepseek" in c.name)
+    assert runs.pop(dsv3.name) == "none" and set(runs.values()) == {"auto"}
+    assert any("mla_up_proj" in a and "@f0e2c37e" in a for a in dsv3.assumptions)
 
 
 def test_one_case_per_system_model_and_layout() -> None:

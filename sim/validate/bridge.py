@@ -70,7 +70,11 @@ def bridge_model(name: str) -> ModelConfig:
 
 
 def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int,
-          layout: dict[str, int], tokens_per_gpu_s: float, source: str) -> Case:
+          layout: dict[str, int], tokens_per_gpu_s: float, source: str,
+          recipe: tuple[str, tuple[str, ...]] = ("auto", ())) -> Case:
+    """One table row; ``recipe`` = (the recompute the step runs, what the row's Megatron-Bridge
+    preset states beyond the table): ``auto`` and nothing stated when no preset of the table's
+    version was read."""
     lay = " ".join(f"{k.upper()}{v}" for k, v in layout.items())
     gpu = {"DGX-H100": "H100", "DGX-B200": "B200", "DGX-GB200": "GB200"}[system]
     dispatcher = "alltoall" if gpu == "GB200" else "deepep"
@@ -78,7 +82,8 @@ def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int
               else "rail-optimised fat tree, 1 x 400G CX7 per GPU, 1:1")
     args = (("model", model), ("gpu", gpu), ("gpus", gpus), ("precision", precision),
             ("global_batch", gbs), ("micro_batch_size", mbs), ("seq_len", 4096),
-            ("layout", tuple(layout.items())), ("dispatcher", dispatcher))
+            ("layout", tuple(layout.items())), ("dispatcher", dispatcher),
+            ("recompute", recipe[0]))
     why = ("the recipes' HybridEP / NCCL EP is not modelled: alltoall" if gpu == "GB200" else
            "DeepEP, as the Megatron-Bridge MoE hardware playbook states for H100 / B200")
     return Case(
@@ -87,14 +92,32 @@ def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int
         tolerance_why=TOLERANCE_WHY,
         note=f"{system}, GBS {gbs}, MBS {mbs}, seq 4096, force-balanced dropless router",
         assumptions=(f"dispatcher {dispatcher}: {why}", fabric,
-                     "recompute: the memory plan's choice", "no MTP module; even stage split",
+                     *(recipe[1] or ("recompute: the memory plan's choice",)),
+                     "MTP module not modelled; even stage split",
                      f"{precision} as moesim's {PRECISIONS[precision]}"),
     )
 
 
+PRESETS = ("NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/deepseek/"
+           "deepseek_workload_base_configs.py @f0e2c37e")
+"""The DeepSeek-V3 presets of the 26.02 table's layouts (that version's B200 / B300 PP16 EP8,
+GB200 PP4 VP4 EP64 and GB300 PP2 VP8 EP32 MBS2 presets are the table's rows)."""
+
+DSV3_B200_2602 = ("none", (
+    f"recompute: the preset (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V2, {PRESETS}) states "
+    "recompute_modules ['mla_up_proj'] (the q / kv up-projection GEMMs again before each "
+    "backward; ~0.16 ms per layer and micro-batch forward here); moesim has no module-level "
+    "recompute: none is the nearest (selective, the attention core, would add 0.63 ms)",
+    "the preset sets no CUDA graphs (cuda_graph_impl unset; host-side launch cost is not "
+    "modelled here), moe_a2a_overlap False, and the hybridep flex dispatcher, run as moesim's "
+    "deepep (each token sent once per destination node, then forwarded over NVLink)",
+    "MTP: the table's Model TFLOP/s per token (699 / 2689 = 260 G) is its 'w/ MTP' count "
+    "(25.11: 557 / 2139 = 260 G w/ MTP, 1003 / 4018 = 250 G w/o): the run had the MTP module"))
+"""What the DeepSeek-V3 DGX-B200 preset of the 26.02 table states beyond the table."""
+
 BRIDGE_CASES: tuple[Case, ...] = (
     _case("DGX-B200", "deepseek-v3", 256, "FP8-MX", 4096, 1, {"pp": 16, "ep": 8}, 2689.0,
-          SOURCE_2602),
+          SOURCE_2602, DSV3_B200_2602),
     _case("DGX-B200", "qwen3-30b-a3b", 8, "FP8-MX", 512, 1, {"ep": 8}, 9691.0, SOURCE_2602),
     _case("DGX-B200", "qwen3-235b-a22b", 256, "FP8-MX", 8192, 1, {"pp": 8, "ep": 8}, 3805.0,
           SOURCE_2602),
