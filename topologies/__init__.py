@@ -1,5 +1,9 @@
 """Fabric topologies as ``networkx.DiGraph`` data; imports nothing else of the project.
 
+The builders write into a :class:`~moesim.topologies.table.LinkGraph` (lists and arrays) and
+return its ``to_networkx()``; ``registry.load_preset_table`` gives the LinkGraph itself, which
+the simulator's fast path reads without importing networkx.
+
 Schema (consumed by the simulator's engine):
 
 * Graph attributes: ``name``, ``family``, ``gpus_per_host``, ``nvlink_domain_size``,

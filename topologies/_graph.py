@@ -6,10 +6,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-import networkx as nx
-
 from moesim.topologies.constants import FABRICS, LATENCY, LatencyProfile
 from moesim.topologies.errors import TopologyError
+from moesim.topologies.table import Link, LinkGraph
 
 SWITCH_TIER: dict[str, int] = {"nvswitch": 0, "leaf": 1, "spine": 2, "core": 3}
 
@@ -17,37 +16,28 @@ SWITCH_TIER: dict[str, int] = {"nvswitch": 0, "leaf": 1, "spine": 2, "core": 3}
 def new_graph(
     name: str, family: str, gpus_per_host: int, nvlink_domain_size: int, fabric: str,
     **attrs: Any,
-) -> nx.DiGraph:
+) -> LinkGraph:
     """An empty fabric graph carrying the schema's graph attributes."""
-    return nx.DiGraph(
+    return LinkGraph(
         name=name, family=family, gpus_per_host=gpus_per_host,
         nvlink_domain_size=nvlink_domain_size, fabric=fabric, **attrs,
     )
 
 
 def add_link(
-    g: nx.DiGraph, u: str, v: str, bw_GBps: float, latency_ns: float, tier: str
+    g: LinkGraph, u: str, v: str, bw_GBps: float, latency_ns: float, tier: str
 ) -> None:
     """One physical full-duplex link = two directed edges with the same attributes."""
     add_links(g, ((u, v, bw_GBps, latency_ns, tier),))
 
 
-Link = tuple[str, str, float, float, str]
-"""(u, v, bw_GBps, latency_ns, tier): the arguments of :func:`add_link`."""
+def add_links(g: LinkGraph, links: Iterable[Link]) -> None:
+    """:func:`add_link` for each of ``links`` (``(u, v, bw_GBps, latency_ns, tier)``), in
+    order."""
+    g.add_links(links)
 
 
-def add_links(g: nx.DiGraph, links: Iterable[Link]) -> None:
-    """:func:`add_link` for each of ``links``, in order, in one networkx call (several times
-    faster than one call per edge on large fabrics; the same graph, edge order included)."""
-    g.add_edges_from(
-        edge
-        for u, v, bw_GBps, latency_ns, tier in links
-        for data in ({"bw_GBps": bw_GBps, "latency_ns": latency_ns, "tier": tier},)
-        for edge in ((u, v, data), (v, u, data))
-    )
-
-
-def add_switch(g: nx.DiGraph, name: str, kind: str, **attrs: Any) -> str:
+def add_switch(g: LinkGraph, name: str, kind: str, **attrs: Any) -> str:
     """A switch node of ``kind`` with its integer ``tier``; returns the name."""
     g.add_node(name, kind=kind, tier=SWITCH_TIER[kind], **attrs)
     return name

@@ -6,12 +6,13 @@ Built on :func:`~moesim.topologies.summary.summarize`; every figure carries its 
 
 from __future__ import annotations
 
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from moesim.topologies.constants import BITS_PER_BYTE
 from moesim.topologies.summary import summarize
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def fabric_record(graph: nx.DiGraph, description: str = "", bisection: bool = True

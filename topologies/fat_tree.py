@@ -19,7 +19,7 @@ single GPU behind its NIC (PCIe), so ``nvlink_domain_size`` is 1 and there is no
 
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from moesim.topologies._graph import (
     add_link,
@@ -32,6 +32,10 @@ from moesim.topologies._graph import (
 )
 from moesim.topologies.constants import CX7_GBIT, NVLINK_BW_GBps, gbit_to_GBps, pcie_bw_for
 from moesim.topologies.errors import TopologyError
+from moesim.topologies.table import LinkGraph
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def fat_tree(
@@ -49,6 +53,17 @@ def fat_tree(
     >>> sorted(g.successors("agg.p1.1"))
     ['core.2', 'core.3', 'edge.p1.0', 'edge.p1.1']
     """
+    return fat_tree_table(**locals()).to_networkx()  # every parameter, as given
+
+
+def fat_tree_table(
+    k: int = 4,
+    link_gbit: float = CX7_GBIT,
+    gpu: str = "H100",
+    fabric: str = "ib",
+    name: str | None = None,
+) -> LinkGraph:
+    """:func:`fat_tree` as a :class:`~moesim.topologies.table.LinkGraph` (no networkx)."""
     check_int("k", k, minimum=2)
     if k % 2:
         raise TopologyError("k", f"must be even, got {k}")

@@ -12,13 +12,15 @@ fat tree without PXN, are not held against the faults.)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from moesim.topologies.errors import TopologyError
 from moesim.topologies.summary import gpu_nodes
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 FAULT_KINDS = ("degrade", "down")
 
@@ -55,6 +57,8 @@ def _factor(value: object, field: str) -> float:
 
 def _touches(graph: nx.DiGraph, gpus: list[str]) -> list[set[int]]:
     """Per GPU, the ids of the non-GPU components (links are duplex) it is adjacent to."""
+    import networkx as nx
+
     kind = graph.nodes.data("kind")
     others = nx.Graph()
     others.add_nodes_from(n for n, k in kind if k != "gpu")
@@ -121,6 +125,8 @@ def apply_faults(graph: nx.DiGraph, faults: Iterable[Mapping[str, Any]]) -> nx.D
 def _check_connected(
     before: nx.DiGraph, after: nx.DiGraph, downs: list[tuple[str, str, str]]
 ) -> None:
+    import networkx as nx
+
     if lost_pair(before, after) is None:
         return
     removed: list[tuple[str, str]] = []

@@ -13,7 +13,7 @@ Node names: ``h{host}/gpu{i}``, ``h{host}/nvsw``, ``h{host}/nic{i}``.
 
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from moesim.topologies._graph import (
     Link,
@@ -32,12 +32,16 @@ from moesim.topologies.constants import (
     gbit_to_GBps,
     pcie_bw_for,
 )
+from moesim.topologies.table import LinkGraph
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 HGX_GPUS_PER_HOST = 8
 
 
 def add_hosts(
-    g: nx.DiGraph, hosts: int, gpus_per_host: int, nvlink_bw_GBps: float,
+    g: LinkGraph, hosts: int, gpus_per_host: int, nvlink_bw_GBps: float,
     nic_bw_GBps: float, fabric: str,
 ) -> None:
     """Add ``hosts`` hosts, each its own NVLink domain, GPUs numbered host-major."""
@@ -77,6 +81,17 @@ def hgx_node(
     >>> g.edges["h0/gpu3", "h0/nvsw"]["bw_GBps"], g.edges["h0/gpu3", "h0/nic3"]["tier"]
     (450.0, 'pcie')
     """
+    return hgx_table(**locals()).to_networkx()  # every parameter, as given
+
+
+def hgx_table(
+    gpu: str = "H100",
+    hosts: int = 1,
+    nic_gbit: float = CX7_GBIT,
+    fabric: str = "ib",
+    name: str | None = None,
+) -> LinkGraph:
+    """:func:`hgx_node` as a :class:`~moesim.topologies.table.LinkGraph` (no networkx)."""
     check_choice("gpu", gpu, HGX_GPUS)
     check_int("hosts", hosts)
     check_positive("nic_gbit", nic_gbit)

@@ -24,8 +24,7 @@ NIC i goes to plane ``i % planes``.
 from __future__ import annotations
 
 import math
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from moesim.topologies._graph import (
     add_link,
@@ -46,10 +45,14 @@ from moesim.topologies.constants import (
 )
 from moesim.topologies.errors import TopologyError
 from moesim.topologies.hgx import add_hosts
+from moesim.topologies.table import LinkGraph
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def _add_plane(
-    g: nx.DiGraph, plane: int, nics: list[list[str]], oversubscription: float,
+    g: LinkGraph, plane: int, nics: list[list[str]], oversubscription: float,
     spines: int | None, radix: int, nic_bw: float, fabric: str,
 ) -> int:
     """One plane: ``nics[j]`` are leaf j's NICs; returns its spine count."""
@@ -91,6 +94,23 @@ def multi_plane_fat_tree(
     >>> sorted(g.successors("h40/nic3"))
     ['h40/gpu3', 'leaf.pl3.1']
     """
+    return mpft_table(**locals()).to_networkx()  # every parameter, as given
+
+
+def mpft_table(
+    hosts: int,
+    planes: int = 8,
+    gpu: str = "H800",
+    gpus_per_host: int = 8,
+    hosts_per_leaf: int = SWITCH_RADIX // 2,
+    oversubscription: float = 1.0,
+    spines: int | None = None,
+    radix: int = SWITCH_RADIX,
+    nic_gbit: float = CX7_GBIT,
+    fabric: str = "ib",
+    name: str | None = None,
+) -> LinkGraph:
+    """:func:`multi_plane_fat_tree` as a :class:`~moesim.topologies.table.LinkGraph`."""
     check_int("hosts", hosts)
     check_choice("gpu", gpu, HGX_GPUS)
     check_int("gpus_per_host", gpus_per_host)

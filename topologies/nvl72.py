@@ -22,7 +22,7 @@ Node names: ``rack{r}/nvsw``; trays are hosts ``h{host}`` numbered rack-major
 
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from moesim.topologies._graph import (
     add_link,
@@ -42,13 +42,17 @@ from moesim.topologies.constants import (
     pcie_bw_for,
 )
 from moesim.topologies.rail import RailSpec, add_rail_fabric
+from moesim.topologies.table import LinkGraph
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 TRAYS_PER_RACK = 18
 GPUS_PER_TRAY = 4
 NVL72_DOMAIN = TRAYS_PER_RACK * GPUS_PER_TRAY
 
 
-def _add_rack(g: nx.DiGraph, rack: int, nvlink_bw: float, nic_bw: float, fabric: str) -> None:
+def _add_rack(g: LinkGraph, rack: int, nvlink_bw: float, nic_bw: float, fabric: str) -> None:
     lat = latency_for(fabric)
     nvsw = add_switch(g, f"rack{rack}/nvsw", "nvswitch", rack=rack, domain=rack)
     for t in range(TRAYS_PER_RACK):
@@ -84,6 +88,24 @@ def nvl72(
     >>> g.edges["h18/gpu0", "rack1/nvsw"]["bw_GBps"], g.graph["spines"]
     (900.0, 3)
     """
+    return nvl72_table(**locals()).to_networkx()  # every parameter, as given
+
+
+def nvl72_table(
+    racks: int = 1,
+    gpu: str = "GB200",
+    scale_out: str = "rail",
+    hosts_per_su: int = TRAYS_PER_RACK,
+    oversubscription: float = 1.0,
+    tiers: int = 2,
+    spine_oversubscription: float = 1.0,
+    spines: int | None = None,
+    radix: int = SWITCH_RADIX,
+    nic_gbit: float = CX7_GBIT,
+    fabric: str = "ib",
+    name: str | None = None,
+) -> LinkGraph:
+    """:func:`nvl72` as a :class:`~moesim.topologies.table.LinkGraph` (no networkx)."""
     check_int("racks", racks)
     check_choice("gpu", gpu, NVL72_GPUS)
     check_choice("scale_out", scale_out, ("rail", "none"))

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from moesim.topologies._graph import (
     Link,
@@ -50,6 +49,10 @@ from moesim.topologies.constants import (
     gbit_to_GBps,
 )
 from moesim.topologies.hgx import add_hosts
+from moesim.topologies.table import LinkGraph
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ class RailSpec:
 
 
 def add_rail_fabric(
-    g: nx.DiGraph, hosts: int, rails: int, spec: RailSpec, nic_bw_GBps: float, fabric: str
+    g: LinkGraph, hosts: int, rails: int, spec: RailSpec, nic_bw_GBps: float, fabric: str
 ) -> None:
     """Attach NIC ``h{h}/nic{r}`` of every host to rail leaves, then spines (and cores)."""
     lat = latency_for(fabric)
@@ -107,7 +110,7 @@ def add_rail_fabric(
 
 
 def _two_tier(
-    g: nx.DiGraph, up_bw: dict[str, float], spec: RailSpec, port_bw: float, latency_ns: float
+    g: LinkGraph, up_bw: dict[str, float], spec: RailSpec, port_bw: float, latency_ns: float
 ) -> None:
     up_ports = sum(ports(bw, port_bw) for bw in up_bw.values())
     n_spines = spec.spines or max(1, math.ceil(up_ports / spec.radix))
@@ -118,7 +121,7 @@ def _two_tier(
 
 
 def _three_tier(
-    g: nx.DiGraph, up_bw: dict[str, float], spec: RailSpec, sus_per_pod: int,
+    g: LinkGraph, up_bw: dict[str, float], spec: RailSpec, sus_per_pod: int,
     port_bw: float, latency_ns: tuple[float, float],
 ) -> None:
     by_pod: dict[int, list[str]] = {}
@@ -173,6 +176,26 @@ def rail_fat_tree(
     >>> g.edges["leaf.r5.su0", "spine.0"]["bw_GBps"]
     50.0
     """
+    return rail_table(**locals()).to_networkx()  # every parameter, as given
+
+
+def rail_table(
+    hosts: int,
+    gpu: str = "H100",
+    gpus_per_host: int = 8,
+    hosts_per_su: int = 32,
+    oversubscription: float = 1.0,
+    tiers: int = 2,
+    spine_oversubscription: float = 1.0,
+    spines: int | None = None,
+    sus_per_pod: int | None = None,
+    cores_per_group: int | None = None,
+    radix: int = SWITCH_RADIX,
+    nic_gbit: float = CX7_GBIT,
+    fabric: str = "ib",
+    name: str | None = None,
+) -> LinkGraph:
+    """:func:`rail_fat_tree` as a :class:`~moesim.topologies.table.LinkGraph` (no networkx)."""
     check_choice("gpu", gpu, HGX_GPUS)
     check_int("hosts", hosts)
     check_int("gpus_per_host", gpus_per_host)

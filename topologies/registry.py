@@ -13,20 +13,22 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from moesim.io import read_yaml
 from moesim.topologies.deprecated import upgrade_params
 from moesim.topologies.errors import TopologyError
-from moesim.topologies.fat_tree import fat_tree
-from moesim.topologies.hgx import hgx_node
-from moesim.topologies.mpft import multi_plane_fat_tree
-from moesim.topologies.nvl72 import nvl72
-from moesim.topologies.rail import rail_fat_tree
+from moesim.topologies.fat_tree import fat_tree, fat_tree_table
+from moesim.topologies.hgx import hgx_node, hgx_table
+from moesim.topologies.mpft import mpft_table, multi_plane_fat_tree
+from moesim.topologies.nvl72 import nvl72, nvl72_table
+from moesim.topologies.rail import rail_fat_tree, rail_table
+from moesim.topologies.table import LinkGraph
 
-Builder = Callable[..., nx.DiGraph]
+if TYPE_CHECKING:
+    import networkx as nx
+
+Builder = Callable[..., "nx.DiGraph"]
 PRESET_DIR = Path(__file__).parent / "presets"
 PRESET_KEYS = ("builder", "description", "params")
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -44,6 +46,12 @@ def register(name: str, builder: Builder) -> Builder:
 
 for _builder in (hgx_node, rail_fat_tree, nvl72, multi_plane_fat_tree, fat_tree):
     register(_builder.__name__, _builder)
+
+TABLES: dict[str, Callable[..., LinkGraph]] = {
+    "hgx_node": hgx_table, "rail_fat_tree": rail_table, "nvl72": nvl72_table,
+    "multi_plane_fat_tree": mpft_table, "fat_tree": fat_tree_table,
+}
+"""The shipped builders' :class:`LinkGraph` twins (same parameters, no networkx)."""
 
 
 def _check_params(builder_name: str, params: Mapping[str, Any], field: str) -> None:
@@ -115,8 +123,21 @@ def load_preset(preset: str, /, **overrides: Any) -> nx.DiGraph:
     >>> g.graph["name"], g.edges["h0/gpu0", "h0/nvsw"]["bw_GBps"]
     ('hgx-h800', 200.0)
     """
+    builder, params = _preset_params(preset, overrides)
+    return TOPOLOGIES[builder](**params)
+
+
+def load_preset_table(preset: str, /, **overrides: Any) -> LinkGraph | None:
+    """:func:`load_preset` as a :class:`LinkGraph` (the same graph, no networkx); None when
+    the preset's builder was registered without one (:func:`register`)."""
+    builder, params = _preset_params(preset, overrides)
+    table = TABLES.get(builder)
+    return None if table is None else table(**params)
+
+
+def _preset_params(preset: str, overrides: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(builder name, its keyword arguments) of ``preset`` with ``overrides``."""
     data = read_preset(preset)
     overrides = upgrade_params(overrides, preset)
     _check_params(data["builder"], overrides, preset)
-    params = {"name": preset_label(preset), **data["params"], **overrides}
-    return TOPOLOGIES[data["builder"]](**params)
+    return data["builder"], {"name": preset_label(preset), **data["params"], **overrides}

@@ -11,12 +11,13 @@ N/2 x NIC bw / oversubscription).
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from moesim.topologies._graph import SWITCH_TIER, ports
 from moesim.topologies.errors import TopologyError
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 SCALE_OUT_TIERS = ("nic", "leaf_spine", "spine_core")
 
@@ -64,6 +65,8 @@ def equal_cost_paths(graph: nx.DiGraph, src_gpu: int | str, dst_gpu: int | str) 
 
 def bisection_GBps(graph: nx.DiGraph) -> float:
     """Max flow (GB/s, one direction) from the first half of the GPUs to the second half."""
+    import networkx as nx
+
     gpus = gpu_nodes(graph)
     half = len(gpus) // 2
     if half == 0:

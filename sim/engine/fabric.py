@@ -16,11 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
 
-import networkx as nx
 import numpy as np
 
 from moesim.errors import FabricError
+from moesim.topologies.table import LinkGraph
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    Graph: TypeAlias = nx.DiGraph | LinkGraph
+    """A fabric graph: networkx's, or the builders' own (no networkx on the fast path)."""
 
 GB = 1e9
 
@@ -29,7 +36,7 @@ GB = 1e9
 class Fabric:
     """Arrays over the links and nodes of one fabric graph (read-only)."""
 
-    graph: nx.DiGraph
+    graph: Graph
     node_names: tuple[str, ...]
     node_kind: np.ndarray  # str per node
     link_src: np.ndarray  # node index per link
@@ -65,10 +72,17 @@ class Fabric:
 
 
 def fabric_from_graph(
-    graph: nx.DiGraph, achievable_fraction: Mapping[str, float] | None = None
+    graph: Graph, achievable_fraction: Mapping[str, float] | None = None
 ) -> Fabric:
     """Index ``graph``'s links; derate each tier by ``achievable_fraction[tier]``."""
-    table = link_table(graph)
+    return fabric_from_table(link_table(graph), achievable_fraction)
+
+
+def fabric_from_table(
+    table: LinkTable, achievable_fraction: Mapping[str, float] | None = None
+) -> Fabric:
+    """:func:`fabric_from_graph` of the graph ``table`` was read from."""
+    graph = table.graph
     links = np.arange(table.src.size)
     if not links.size:
         raise FabricError("fabric has no links")
@@ -82,7 +96,7 @@ def fabric_from_graph(
 
 
 def fabric_from_arrays(
-    graph: nx.DiGraph, names: tuple[str, ...], kinds: np.ndarray, src: np.ndarray,
+    graph: Graph, names: tuple[str, ...], kinds: np.ndarray, src: np.ndarray,
     dst: np.ndarray, line_Bps: np.ndarray, latency_s: np.ndarray, tier: np.ndarray,
     gpu_nodes: np.ndarray, achievable_fraction: Mapping[str, float] | None = None,
 ) -> Fabric:
@@ -116,7 +130,7 @@ class LinkTable:
     As in :func:`fabric_from_graph`, link attributes are checked only for the links a fabric
     takes."""
 
-    graph: nx.DiGraph
+    graph: Graph
     names: tuple[str, ...]
     kinds: np.ndarray  # str per node
     src: np.ndarray  # node index per link
@@ -131,7 +145,7 @@ class LinkTable:
         return np.flatnonzero(keep[self.src] & keep[self.dst])
 
     def fabric(self, keep: np.ndarray, gpu_nodes: np.ndarray,
-               achievable_fraction: Mapping[str, float] | None, graph: nx.DiGraph) -> Fabric:
+               achievable_fraction: Mapping[str, float] | None, graph: Graph) -> Fabric:
         """The fabric of the nodes in the ``keep`` mask and the links between them, in this
         table's order; its GPU ``g`` is node ``gpu_nodes[g]`` (a node index of this table).
         ``graph`` becomes :attr:`Fabric.graph`."""
@@ -142,7 +156,7 @@ class LinkTable:
         return self.build(links, keep, gpu_nodes, achievable_fraction, graph)
 
     def build(self, links: np.ndarray, keep: np.ndarray, gpu_nodes: np.ndarray,
-              achievable_fraction: Mapping[str, float] | None, graph: nx.DiGraph) -> Fabric:
+              achievable_fraction: Mapping[str, float] | None, graph: Graph) -> Fabric:
         """:meth:`fabric` of ``links`` (those within ``keep``, already checked)."""
         local, kept = np.cumsum(keep) - 1, np.flatnonzero(keep)
         attr = self.attr[links]
@@ -165,20 +179,29 @@ class LinkTable:
                 _edge_attr(u, v, self.graph.edges[u, v], key)
 
 
-def link_table(graph: nx.DiGraph) -> LinkTable:
+def link_table(graph: Graph) -> LinkTable:
     """Read ``graph`` into a :class:`LinkTable` (one pass over its edges)."""
-    index = {n: i for i, n in enumerate(graph.nodes)}
-    rows = [(index[u], index[v], d.get("bw_GBps"), d.get("latency_ns"), d.get("tier", _ABSENT))
-            for u, nbrs in graph.adjacency() for v, d in nbrs.items()]
-    src, dst, bw, lat, tier = zip(*rows, strict=True) if rows else ((),) * 5
+    if isinstance(graph, LinkGraph):  # its columns: no dict per link
+        cols = graph.columns
+        src, dst = cols.src, cols.dst
+        bw, lat, tier = tuple(cols.bw_GBps), tuple(cols.latency_ns), tuple(cols.tier)
+    else:
+        index = {n: i for i, n in enumerate(graph.nodes)}
+        rows = [(index[u], index[v], d.get("bw_GBps"), d.get("latency_ns"),
+                 d.get("tier", _ABSENT)) for u, nbrs in graph.adjacency() for v, d in nbrs.items()]
+        src, dst, bw, lat, tier = zip(*rows, strict=True) if rows else ((),) * 5
     attr, typed = zip(*(_numbers(col) for col in (bw, lat)), strict=True)
+    if set(map(type, tier)) <= {str}:  # every tier a string (the builders'): as they are
+        tier_arr = tier_key = np.array(tier, dtype=object)
+    else:
+        tier_arr = np.array(["link" if t is _ABSENT else str(t) for t in tier], dtype=object)
+        tier_key = np.array(["None" if t is _ABSENT else str(t) for t in tier], dtype=object)
     return LinkTable(
         graph=graph, names=tuple(str(n) for n in graph.nodes),
         kinds=np.array([d.get("kind", "") for _, d in graph.nodes(data=True)], dtype=object),
-        src=np.array(src, dtype=np.int64), dst=np.array(dst, dtype=np.int64),
+        src=np.asarray(src, dtype=np.int64), dst=np.asarray(dst, dtype=np.int64),
         attr=np.stack(attr, axis=1), typed=np.stack(typed, axis=1),
-        tier=np.array(["link" if t is _ABSENT else str(t) for t in tier], dtype=object),
-        tier_key=np.array(["None" if t is _ABSENT else str(t) for t in tier], dtype=object),
+        tier=tier_arr, tier_key=tier_key,
     )
 
 

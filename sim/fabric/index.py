@@ -9,11 +9,14 @@ layouts on one fabric should reuse one index.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from moesim.errors import ConfigError
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 LINK_CLASSES = ("nvlink", "pcie", "nic", "leaf_spine", "spine_core")
 LEVELS = (0, 1, 2, 3)  # switch tiers: nvswitch 0, leaf 1, spine 2, core 3
@@ -33,6 +36,8 @@ class IndexedFabric:
 
 def _components(graph: nx.DiGraph) -> list[dict[str, int]]:
     """Per level, component id of every non-GPU node of tier <= level (NICs count as -1)."""
+    import networkx as nx
+
     others = nx.Graph()
     tiers = {n: d.get("tier", -1) for n, d in graph.nodes(data=True) if d.get("kind") != "gpu"}
     others.add_nodes_from(tiers)

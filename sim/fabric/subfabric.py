@@ -26,9 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from moesim.engine.fabric import Fabric, LinkTable, link_table
@@ -36,6 +35,9 @@ from moesim.engine.pxn import PxnRouter
 from moesim.engine.routing import Router, RouteSet
 from moesim.fabric.build import derating, fabric_for
 from moesim.fabric.spec import FabricSpec
+
+if TYPE_CHECKING:
+    from moesim.engine.fabric import Graph
 
 TIER = {"leaf": 1, "spine": 2, "core": 3}
 """Switch tiers above the hosts (:mod:`topologies`)."""
@@ -77,7 +79,7 @@ class GraphIndex:
     """One pass over a whole fabric graph: node order, host -> nodes, GPU id -> node, and (on
     the first sub-fabric) its links as arrays (:class:`moesim.engine.fabric.LinkTable`)."""
 
-    graph: nx.DiGraph
+    graph: Graph
     spec: FabricSpec
     gpu: str
 
@@ -148,7 +150,7 @@ class GraphIndex:
     def whole(self) -> MappedRouter:
         """A router over the whole fabric (identity mapping), built once."""
         if self._whole is None:
-            fabric = fabric_for(self.graph, self.gpu, self.spec.derate)
+            fabric = fabric_for(self.graph, self.gpu, self.spec.derate, self._table)
             inner = (PxnRouter if self.spec.pxn else Router)(fabric, self.spec.multipath)
             self._whole = MappedRouter(inner, np.arange(self.n_gpus, dtype=np.int64))
         return self._whole

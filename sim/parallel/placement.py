@@ -35,13 +35,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from moesim.errors import ConfigError, FabricError
 from moesim.fabric.index import LEVELS, LINK_CLASSES, IndexedFabric, index_fabric
 from moesim.parallel.layout import ParallelLayout
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 PLACE_KINDS = ("tp", "cp", "ep", "etp", "dp", "edp", "pp")
 SPANS = ("gpu", "nvlink", "leaf", "spine", "core")

@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from moesim import topologies
 from moesim.hardware import GpuSpec
 from moesim.model import ModelConfig, param_counts
 from moesim.plan.prices import FAST_PORT_FACTOR, Prices
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 LLAMA3_INTERRUPTIONS = 419
 LLAMA3_DAYS = 54

@@ -10,12 +10,15 @@ groups (dense kinds: tp, cp, dp, pp; expert kinds: etp, ep, edp, pp). It reuses
 
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from moesim.calibration import link_achievable_fraction
 from moesim.fabric.index import IndexedFabric, index_fabric
 from moesim.parallel.layout import ParallelLayout
 from moesim.parallel.placement import GroupPlacement, place_kind
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 DENSE = ("tp", "cp", "dp")
 

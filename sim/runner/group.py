@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import simpy
 
@@ -24,6 +24,9 @@ from moesim.scenario.checks import check_slow_gpus
 from moesim.scenario.schema import GroupSpec
 from moesim.workload.costs import LayerCosts, LayerShape, layer_costs
 from moesim.workload.moe_stack import StackTrace, WireFormat, replay_moe_stack
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @dataclass

@@ -65,7 +65,7 @@ from moesim.collectives.ring import RingCollective
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.errors import ConfigError
-from moesim.fabric.build import build_graph
+from moesim.fabric.build import build_table
 from moesim.fabric.subfabric import GraphIndex, MappedRouter
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import RoutingResult
@@ -282,7 +282,7 @@ def prepare(spec: StepSpec) -> tuple[GraphIndex, list[int]]:
     if lay.etp > 1 and lay.etp != lay.tp:
         raise ConfigError("layout.etp", "fast mode needs etp == 1 or etp == tp (expert-TP "
                           "groups inside the representative pipeline)")
-    index = GraphIndex(build_graph(spec.fabric), spec.fabric, spec.gpu)
+    index = GraphIndex(build_table(spec.fabric), spec.fabric, spec.gpu)
     spec.check_fabric(index.n_gpus, index.graph.graph.get("nvlink_domain_size"))
     return index, representative_ranks(lay)
 

@@ -14,8 +14,8 @@ own NVLink uplink, and so is charged to the same port budget as ``g``'s remote s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import simpy
 
@@ -24,6 +24,9 @@ from moesim.engine.fabric import Fabric, fabric_from_graph
 from moesim.engine.network import FlowNetwork
 from moesim.engine.pxn import PxnRouter
 from moesim.engine.routing import Router
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 LOOPBACK_TIER = "loopback"
 
