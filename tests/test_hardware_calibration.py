@@ -49,7 +49,7 @@ def test_link_fractions_are_fractions() -> None:
 @pytest.mark.parametrize(
     ("args", "field"),
     [(("ethernet",), "link.tier"), (("nic", "slingshot"), "fabric"),
-     (("nvlink", "ib", "A100"), "gpu")],
+     (("nvlink", "ib", "V100"), "gpu")],
 )
 def test_unknown_link_inputs_are_rejected(args: tuple[str, ...], field: str) -> None:
     with pytest.raises(ConfigError) as err:

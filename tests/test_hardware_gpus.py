@@ -17,6 +17,8 @@ DATASHEET = {
     "H200": (989, 1979, 141, 4800, 450, 8, 132, 794.5, 1453.4, 700, 143771),
     "B200": (2250, 4500, 180, 8000, 900, 8, 148, 1745.0, 3432.5, 1000, 183359),
     "GB200": (2500, 5000, 186, 8000, 900, 72, 148, 1822.0, 3615.6, 1200, 189471),
+    "A100": (312, None, 80, 2039, 300, 8, 108, 271.2, None, 400, None),
+    "A800": (312, None, 80, 2039, 200, 8, 108, 271.2, None, 400, None),
 }
 
 
@@ -34,7 +36,7 @@ def test_preset_equals_datasheet(name: str) -> None:
 
 
 def test_registry_holds_exactly_the_presets() -> None:
-    assert list(GPUS) == ["H100", "H800", "H200", "B200", "GB200"]
+    assert list(GPUS) == ["H100", "H800", "H200", "B200", "GB200", "A100", "A800"]
 
 
 def test_get_gpu_is_case_insensitive() -> None:
@@ -44,9 +46,27 @@ def test_get_gpu_is_case_insensitive() -> None:
 
 def test_unknown_gpu_names_the_allowed_ones() -> None:
     with pytest.raises(ConfigError) as err:
-        get_gpu("A100")
+        get_gpu("V100")
     assert err.value.field == "gpu"
-    assert err.value.problem == "unknown 'A100'; allowed: H100, H800, H200, B200, GB200"
+    assert err.value.problem == ("unknown 'V100'; allowed: H100, H800, H200, B200, GB200, A100, "
+                                 "A800")
+
+
+def test_ampere_has_no_fp8_rate() -> None:
+    a100 = get_gpu("A100")
+    assert not a100.has_fp8 and H100.has_fp8
+    assert a100.peak_tflops("bf16") == 312 and a100.mamf_fraction("bf16") == 271.2 / 312
+    for ask in (a100.peak_tflops, a100.mamf_tflops):
+        with pytest.raises(ConfigError) as err:
+            ask("fp8")
+        assert err.value.field == "gpu.fp8_tflops"
+        assert err.value.problem == "A100 has no FP8 tensor cores; use bf16"
+
+
+def test_fp8_rates_are_null_together() -> None:
+    with pytest.raises(ConfigError) as err:
+        dataclasses.replace(H100, fp8_tflops=None)
+    assert err.value.field == "gpu.mamf_fp8_tflops"
 
 
 def test_duplicate_registration_is_an_error() -> None:

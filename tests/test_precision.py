@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,6 +88,34 @@ def test_mxfp8_needs_blackwell() -> None:
                  compute_dtype="mxfp8")
     assert err.value.field == "step.compute_dtype" and "Blackwell" in err.value.problem
     StepSpec(model=model, layout=ParallelLayout(ep=8, dp=8), gpu="H100", compute_dtype="fp8-cs")
+
+
+@pytest.mark.parametrize("precision", ["fp8", "fp8-cs", "fp8-block", "mxfp8"])
+def test_fp8_is_refused_on_ampere(precision: str) -> None:
+    model = dataclasses.replace(get_model("mixtral-8x7b"), num_layers=2, moe_layers=(True,) * 2)
+    with pytest.raises(ConfigError) as err:
+        StepSpec(model=model, layout=ParallelLayout(ep=8, dp=8), gpu="A100",
+                 compute_dtype=precision)
+    assert err.value.field == "step.compute_dtype"
+    assert err.value.problem == (f"{precision} needs FP8 tensor cores (Hopper or Blackwell); "
+                                 "A100 has none: use bf16")
+    StepSpec(model=model, layout=ParallelLayout(ep=8, dp=8), gpu="A800", compute_dtype="bf16")
+
+
+def test_fp8_on_ampere_is_one_line_from_the_command(tmp_path: Path) -> None:
+    scenario = tmp_path / "a100.yaml"
+    scenario.write_text(
+        "name: a100-fp8\nmodel: mixtral-8x7b\ngpu: A100\n"
+        "fabric: {preset: rail-h100-64, params: {gpu: A100, nic_gbit: 200}}\n"
+        "layout: {tp: 1, pp: 4, vpp: 8, ep: 8, dp: 16}\nschedule: interleaved\n"
+        "global_batch: 256\nmicro_batch_size: 1\nseq_len: 4096\ncompute_dtype: fp8-cs\n"
+    )
+    res = subprocess.run([sys.executable, "-m", "moesim.cli", "step", str(scenario)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.splitlines() == [
+        "moesim: workload.compute_dtype: fp8-cs needs FP8 tensor cores (Hopper or Blackwell); "
+        "A100 has none: use bf16"]
 
 
 def test_router_includes_the_dropless_sync() -> None:

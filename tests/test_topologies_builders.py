@@ -178,7 +178,7 @@ def test_ecmp_fat_tree() -> None:
 
 @pytest.mark.parametrize(
     ("build", "field"),
-    [(lambda: hgx_node("A100"), "gpu"), (lambda: hgx_node(hosts=0), "hosts"),
+    [(lambda: hgx_node("V100"), "gpu"), (lambda: hgx_node(hosts=0), "hosts"),
      (lambda: rail_fat_tree(4, tiers=4), "tiers"),
      (lambda: rail_fat_tree(4, oversubscription=0), "oversubscription"),
      (lambda: rail_fat_tree(4, fabric="ethernet"), "fabric"),
@@ -196,8 +196,9 @@ def test_bad_input_names_field(build: Callable[[], object], field: str) -> None:
 
 
 def test_unknown_choice_lists_allowed() -> None:
-    with pytest.raises(TopologyError, match=r"unknown 'A100'; allowed: H100, H800, H200, B200"):
-        hgx_node("A100")
+    with pytest.raises(TopologyError,
+                       match=r"unknown 'V100'; allowed: H100, H800, H200, B200, A100, A800"):
+        hgx_node("V100")
 
 
 @pytest.mark.parametrize("module", ["hgx", "rail", "nvl72", "mpft", "fat_tree", "faults",

@@ -10,6 +10,10 @@ NVLink per GPU, per direction (NVIDIA datasheets, as tabulated in stas00/ml-engi
 * H800 SXM: 400 GB/s bidirectional -> 200 GB/s (about 160 achievable, DeepSeek-V3 §3.5)
 * B200 (HGX): NVLink5, 1.8 TB/s bidirectional -> 900 GB/s
 * GB200 (NVL72): 900 GB/s per direction, 72-GPU NVLink domain
+* A100 SXM4: NVLink3, 600 GB/s bidirectional -> 300 GB/s; A800 SXM4: 400 GB/s
+  bidirectional -> 200 GB/s. HGX A100 hosts carry PCIe Gen4 x16 (32 GB/s) to 200 Gb/s HDR
+  NICs: pass ``nic_gbit: 200``; the GPU-NIC hop is still built at Gen5's 64 GB/s
+  (:func:`pcie_bw_for` picks by NIC rate), which never binds behind a 25 GB/s NIC.
 
 GPU <-> NIC: PCIe Gen5 x16 = 32 GT/s x 16 lanes / 8 = 64 GB/s per direction raw signalling
 (63.0 GB/s after 128b/130b encoding; PCI-SIG PCIe 5.0 base specification). A NIC faster
@@ -49,8 +53,10 @@ NVLINK_BW_GBps: dict[str, float] = {
     "H200": 450.0,
     "B200": 900.0,
     "GB200": 900.0,
+    "A100": 300.0,
+    "A800": 200.0,
 }
-HGX_GPUS: tuple[str, ...] = ("H100", "H800", "H200", "B200")
+HGX_GPUS: tuple[str, ...] = ("H100", "H800", "H200", "B200", "A100", "A800")
 NVL72_GPUS: tuple[str, ...] = ("GB200",)
 
 PCIE_GEN5_X16_BW_GBps = 64.0

@@ -58,6 +58,11 @@ SUSTAINED_FRACTION_BY_GPU: dict[str, float] = {
     "H200": SUSTAINED_FRACTION_HOPPER,
     "B200": SUSTAINED_FRACTION_BLACKWELL,
     "GB200": SUSTAINED_FRACTION_BLACKWELL,
+    # Ampere (A100, A800: 400 W): no MSMF is published; ASSUMPTION: the same power-limited
+    # clock drop as Hopper's (the mechanism, a saturated run holding the clock the board
+    # power allows, is the same; its size on GA100 is not measured).
+    "A100": SUSTAINED_FRACTION_HOPPER,
+    "A800": SUSTAINED_FRACTION_HOPPER,
 }
 
 

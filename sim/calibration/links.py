@@ -50,6 +50,12 @@ NVLINK_ACHIEVABLE_FRACTION_BY_GPU: dict[str, float] = {
     "H200": NVLINK_H100_ACHIEVABLE_FRACTION,  # same NVLink4 / NVSwitch generation as H100
     "B200": NVLINK_BLACKWELL_ACHIEVABLE_FRACTION,
     "GB200": NVLINK_BLACKWELL_ACHIEVABLE_FRACTION,
+    # NVLink3 (A100 300 GB/s, A800 200 GB/s per direction): ASSUMPTION, H100's fraction: the
+    # NCCL maintainer puts NVLink protocol overhead at ~20% (nccl-tests #212); no A100
+    # all-to-all busbw was read. An A100 80GB all-reduce busbw of ~200 GB/s (nccl-tests #149,
+    # one 8-GPU HPE node) would be 0.67 of 300: this may be optimistic for Ampere.
+    "A100": NVLINK_H100_ACHIEVABLE_FRACTION,
+    "A800": NVLINK_H100_ACHIEVABLE_FRACTION,
 }
 
 SCALE_OUT_ACHIEVABLE_FRACTION: dict[str, float] = {

@@ -15,7 +15,13 @@ The presets' numbers are the data file ``sim/hardware/gpus.yaml`` (each GPU's ba
   H200 FP8 1453.4; B200 1745 / 3432.5; GB200 1822 / 3615.6.
 * H800: NVLink 400 GB/s bidirectional (200 per direction) and 132 SMs, DeepSeek-V3
   technical report §3.5 and "Insights into DeepSeek-V3" (ISCA'25) §4.
-* SM counts: H100 SXM 132 (Hopper whitepaper); B200 148.
+* SM counts: H100 SXM 132 (Hopper whitepaper); B200 148; A100 SXM 108 (Ampere whitepaper).
+* A100 SXM4 80GB: BF16 312 dense, HBM2e 80 GB at 2039 GB/s, NVLink3 600 GB/s bidirectional
+  (300 per direction) in an 8-GPU HGX NVSwitch node, 400 W; BF16 MAMF 271.2 (86.9%, torch
+  2.6.0+cu126, same README). Ampere has no FP8 tensor cores: ``fp8_tflops`` and
+  ``mamf_fp8_tflops`` are ``None`` and every FP8 precision is refused on it
+  (:func:`moesim.hardware.precision.check_precision_gpu`). A800: A100 with NVLink cut to
+  400 GB/s bidirectional (200 per direction), as H800 is to H100.
 * Board power (``tdp_w``) and ``hbm_reported_mib``: the power cap and memory.total that
   ``nvidia-smi`` prints on these parts (H100/H800 700 W, 81559 MiB; H200 700 W,
   143771 MiB; B200 1000 W, 183359 MiB; GB200 1200 W, 189471 MiB).
@@ -41,14 +47,14 @@ class GpuSpec:
 
     name: str
     bf16_tflops: float
-    fp8_tflops: float
+    fp8_tflops: float | None
     hbm_gib: float
     hbm_bw_GBps: float
     nvlink_bw_GBps: float
     nvlink_domain: int
     sm_count: int
     mamf_bf16_tflops: float
-    mamf_fp8_tflops: float
+    mamf_fp8_tflops: float | None
     tdp_w: float
     source: str
     hbm_reported_mib: int | None = None
@@ -56,15 +62,16 @@ class GpuSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigError("gpu.name", f"must be a non-empty string, got {self.name!r}")
+        self._check_fp8_pair()
         for f in fields(self):
-            if f.name in ("name", "source", "hbm_reported_mib"):
+            if f.name in ("name", "source", "hbm_reported_mib") or getattr(self, f.name) is None:
                 continue
             _check_positive(f"gpu.{f.name}", getattr(self, f.name))
         for f_name in ("nvlink_domain", "sm_count"):
             value = getattr(self, f_name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"gpu.{f_name}", f"must be an integer >= 1, got {value!r}")
-        for dtype in ("bf16", "fp8"):
+        for dtype in ("bf16", "fp8") if self.has_fp8 else ("bf16",):
             if self.mamf_tflops(dtype) > self.peak_tflops(dtype):
                 raise ConfigError(
                     f"gpu.mamf_{dtype}_tflops",
@@ -72,6 +79,17 @@ class GpuSpec:
                     f"got {self.mamf_tflops(dtype)}",
                 )
         self._check_reported_mib()
+
+    def _check_fp8_pair(self) -> None:
+        if (self.fp8_tflops is None) != (self.mamf_fp8_tflops is None):
+            raise ConfigError("gpu.mamf_fp8_tflops", "must be null exactly when fp8_tflops is "
+                              f"(no FP8 tensor cores), got {self.mamf_fp8_tflops!r} with "
+                              f"fp8_tflops {self.fp8_tflops!r}")
+
+    @property
+    def has_fp8(self) -> bool:
+        """Whether the GPU has FP8 tensor cores (Hopper and later; not Ampere)."""
+        return self.fp8_tflops is not None
 
     def _check_reported_mib(self) -> None:
         mib = self.hbm_reported_mib
@@ -86,11 +104,21 @@ class GpuSpec:
 
     def peak_tflops(self, dtype: str = "bf16") -> float:
         """Dense datasheet peak in TFLOP/s for ``dtype`` ("bf16" or "fp8")."""
-        return self.bf16_tflops if check_dtype(dtype) == "bf16" else self.fp8_tflops
+        if check_dtype(dtype) == "bf16":
+            return self.bf16_tflops
+        return self._fp8(self.fp8_tflops)
 
     def mamf_tflops(self, dtype: str = "bf16") -> float:
         """Measured best large-GEMM throughput (MAMF) in TFLOP/s for ``dtype``."""
-        return self.mamf_bf16_tflops if check_dtype(dtype) == "bf16" else self.mamf_fp8_tflops
+        if check_dtype(dtype) == "bf16":
+            return self.mamf_bf16_tflops
+        return self._fp8(self.mamf_fp8_tflops)
+
+    def _fp8(self, value: float | None) -> float:
+        if value is None:
+            raise ConfigError("gpu.fp8_tflops", f"{self.name} has no FP8 tensor cores; "
+                              "use bf16")
+        return value
 
     def mamf_fraction(self, dtype: str = "bf16") -> float:
         """MAMF / peak: the ceiling of the GEMM efficiency curve."""
@@ -132,6 +160,7 @@ def _presets() -> dict[str, GpuSpec]:
 _PRESETS = _presets()
 H100, H800, H200 = _PRESETS["H100"], _PRESETS["H800"], _PRESETS["H200"]
 B200, GB200 = _PRESETS["B200"], _PRESETS["GB200"]
+A100, A800 = _PRESETS["A100"], _PRESETS["A800"]
 
 GPUS: dict[str, GpuSpec] = {}
 

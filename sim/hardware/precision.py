@@ -80,8 +80,13 @@ def get_precision(name: str, field: str = "compute_dtype") -> Precision:
 
 
 def check_precision_gpu(name: str, gpu: GpuSpec, field: str = "compute_dtype") -> None:
-    """ConfigError when precision ``name`` needs tensor cores ``gpu`` lacks."""
-    if get_precision(name, field).blackwell_only and gpu.name not in BLACKWELL:
+    """ConfigError when precision ``name`` needs tensor cores ``gpu`` lacks: any FP8 recipe
+    on a GPU without FP8 tensor cores (Ampere: A100, A800), MXFP8 off Blackwell."""
+    precision = get_precision(name, field)
+    if precision.gemm_dtype == "fp8" and not gpu.has_fp8:
+        raise ConfigError(field, f"{name} needs FP8 tensor cores (Hopper or Blackwell); "
+                                 f"{gpu.name} has none: use bf16")
+    if precision.blackwell_only and gpu.name not in BLACKWELL:
         raise ConfigError(field, f"{name} needs Blackwell tensor cores ({', '.join(BLACKWELL)})"
                                  f"; {gpu.name} has none: use fp8-cs or fp8-block")
 
