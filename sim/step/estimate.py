@@ -75,8 +75,9 @@ class A2ATimer:
 
     def _bound(self, size_bytes: np.ndarray, offsets_s: np.ndarray) -> float:
         per_entry = size_bytes[self.src, self.dst][self.pair] * self.weight
-        load = np.bincount(self.sender_link, weights=per_entry,
-                           minlength=self.n * self.n_links).reshape(self.n, self.n_links)
+        load = np.bincount(self.sender_link, weights=per_entry,  # int64 when empty (EP1)
+                           minlength=self.n * self.n_links).astype(np.float64, copy=False)
+        load = load.reshape(self.n, self.n_links)
         last_first = np.argsort(offsets_s, kind="stable")[::-1]
         drain = load[last_first]  # one scratch matrix, summed in place: same sums, same order
         drain *= self.inv_cap

@@ -18,9 +18,10 @@ directions of the same EP8 NVLink traffic); the larger end is taken."""
 GROUPS = ("consistency", "out_of_sample")
 SCOPES = ("end_to_end", "kernel", "accounting")
 PATHS = ("", "fast", "full")
-GENERATIONS: dict[str, str] = {"A100": "Ampere", "H100": "Hopper", "H800": "Hopper",
-                               "H200": "Hopper", "H20": "Hopper", "B200": "Blackwell",
-                               "GB200": "Blackwell", "GB300": "Blackwell", "": "-"}
+GENERATIONS: dict[str, str] = {"A100": "Ampere", "A800": "Ampere", "H100": "Hopper",
+                               "H800": "Hopper", "H200": "Hopper", "H20": "Hopper",
+                               "B200": "Blackwell", "GB200": "Blackwell", "GB300": "Blackwell",
+                               "": "-"}
 
 
 

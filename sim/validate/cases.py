@@ -29,6 +29,7 @@ into GPU-hours per trillion tokens.
 
 from __future__ import annotations
 
+from moesim.validate.ampere import AMPERE_CASES
 from moesim.validate.bridge import BRIDGE_CASES
 from moesim.validate.case import (  # noqa: F401  (re-exported)
     GENERATIONS,
@@ -150,4 +151,5 @@ STEP_CASES: tuple[Case, ...] = (
 )
 
 CASES: tuple[Case, ...] = (DEEPEP_CASES + NCCL_CASES + PARAM_CASES + CHECKPOINT_CASES
-                           + GEMM_CASES + STEP_CASES + BRIDGE_CASES + ZOO_CASES)
+                           + GEMM_CASES + STEP_CASES + BRIDGE_CASES + ZOO_CASES
+                           + AMPERE_CASES)

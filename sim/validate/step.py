@@ -32,6 +32,7 @@ from moesim.runner.specs import step_spec
 from moesim.scenario import load_scenario_file
 from moesim.scenarios import resolve
 from moesim.step import StepResult, StepSpec, run_step
+from moesim.validate.ampere import MODELS as AMPERE_MODELS
 from moesim.validate.bridge import PRECISIONS, bridge_model
 from moesim.validate.case import Case
 
@@ -89,6 +90,9 @@ def step_detail(result: StepResult) -> str:
             f"count (MFU {result.mfu:.1%}); last rank [s]: {parts}")
 
 
+AMPERE_GPUS = ("A100", "A800")
+
+
 def bridge_spec(case: Case) -> StepSpec:
     """The step of a Megatron-Bridge table row (:mod:`moesim.validate.bridge`) as stated."""
     a: dict[str, Any] = dict(case.args)
@@ -100,15 +104,19 @@ def bridge_spec(case: Case) -> StepSpec:
     if gpu == "GB200":  # one NVL72 rack; ranks on its first GPUs
         fabric = FabricSpec(preset="nvl72-gb200", multipath="dmodk", batch_window_rel=0.02)
     else:
-        fabric = FabricSpec(preset="rail-h100-64", params=(("hosts", max(1, gpus // 8)),
-                                                           ("gpu", gpu)),
+        params: tuple[tuple[str, object], ...] = (("hosts", max(1, gpus // 8)), ("gpu", gpu))
+        if gpu in AMPERE_GPUS:  # HGX A100 / A800: HDR 200 Gb/s NICs
+            params += (("nic_gbit", 200),)
+        fabric = FabricSpec(preset="rail-h100-64", params=params,
                             multipath="dmodk", batch_window_rel=0.02)
+    name = str(a["model"])
     return StepSpec(
-        model=bridge_model(str(a["model"])), layout=layout, gpu=gpu, fabric=fabric,
+        model=AMPERE_MODELS[name] if name in AMPERE_MODELS else bridge_model(name),
+        layout=layout, gpu=gpu, fabric=fabric,
         schedule="interleaved" if layout.vpp > 1 else "1f1b",
         microbatches=gbs // (layout.dp * mbs), micro_batch_size=mbs,
         seq_len=int(a["seq_len"]),
-        router=RouterConfig(kind="force_balanced"),
+        router=RouterConfig(kind=str(a.get("router", "force_balanced"))),
         compute_dtype=PRECISIONS[str(a["precision"])],
         dispatcher=str(a["dispatcher"]),
         recompute=str(a.get("recompute", "auto")),
