@@ -23,7 +23,7 @@ STEP = "Mixtral 8x7B, 64x H100, TP1 EP8 PP4 VPP8"
 @pytest.fixture(scope="module")
 def results() -> dict[str, CaseResult]:
     """Every case once, on 2 processes (the Mixtral step simulates 64 GPUs: ~1 min)."""
-    return {r.name: r for r in run_cases(jobs=2)}
+    return {r.case.name: r for r in run_cases(jobs=2)}
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])

@@ -54,7 +54,7 @@ def test_band_from_results_and_file_round_trip(tmp_path: Path) -> None:
         if filed.n:
             assert filed.bias_pct == pytest.approx(live.bias_pct)
             assert filed.max_abs_pct == pytest.approx(max(abs(r.error_pct or 0) for r in results
-                                                          if r.name in filed.cases))
+                                                          if r.case.name in filed.cases))
     assert json.loads(out.read_text())["errors_pct"].keys() == {c.name for c in cases}
 
 

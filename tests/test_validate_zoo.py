@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from moesim.validate.case import Case
 from moesim.validate.ranking import ranking_verdicts
 from moesim.validate.runners import run_case
 from moesim.validate.step import bridge_spec
-from moesim.validate.table import CaseResult
 from moesim.validate.zoo import RANKING, ZOO_CASES
 
 
@@ -30,9 +30,10 @@ def test_pp32_vpp3_over_94_layers_is_listed_not_simulated() -> None:
     assert "layout.pp" in detail and "94 layers" in detail
 
 
-def _result(name: str, predicted: float | None, published: float) -> CaseResult:
-    return CaseResult(name, predicted, published, "s per step", None, 10.0, "pass",
-                      "out_of_sample", "", "", lower_is_faster=True, ranking="r")
+def _result(name: str, predicted: float | None, published: float) -> tuple[Case, float | None]:
+    case = Case(name, "bridge", (), published, "s per step", 0.1, "", lower_is_faster=True,
+                ranking="r")
+    return case, predicted
 
 
 def test_ranking_by_hand() -> None:

@@ -32,8 +32,8 @@ def band_from_results(path: str, results: Iterable[CaseResult], generated: str =
                       ) -> ErrorBand:
     """The band of ``path`` from live results (cases without a prediction are left out)."""
     by_name = {c.name: c for c in band_cases(path)}
-    pairs = [(by_name[r.name], r.error_pct) for r in results
-             if r.name in by_name and r.error_pct is not None]
+    pairs = [(by_name[r.case.name], r.error_pct) for r in results
+             if r.case.name in by_name and r.error_pct is not None]
     speed = [speed_error_pct(c, e) for c, e in pairs]
     stats = error_stats(speed)
     lo, hi = (float(np.min(speed)), float(np.max(speed))) if speed else (np.nan, np.nan)
@@ -45,15 +45,15 @@ def write_band(results: list[CaseResult], file: Path = BAND_FILE) -> Path:
     """Write the band record from ``results``; refused unless every band case was run. A case
     that could not be simulated (no error) is left out of the record, as out of the band."""
     wanted = {c.name for p in BAND_PATHS for c in band_cases(p)}
-    missing = sorted(wanted - {r.name for r in results})
+    missing = sorted(wanted - {r.case.name for r in results})
     if missing:
         raise ConfigError("--write-band", f"needs every out-of-sample end-to-end case; "
                           f"missing: {', '.join(missing)} (run without --kind)")
     stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     record = {
         "generated": stamp,
-        "errors_pct": {r.name: r.error_pct for r in results
-                       if r.name in wanted and r.error_pct is not None},
+        "errors_pct": {r.case.name: r.error_pct for r in results
+                       if r.case.name in wanted and r.error_pct is not None},
         "bands": {p: band_from_results(p, results, stamp).to_dict() for p in BAND_PATHS},
     }
     file.write_text(json.dumps(record, indent=1) + "\n")

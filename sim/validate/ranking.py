@@ -2,9 +2,9 @@
 cluster, :mod:`moesim.validate.zoo`) are ordered by their published and by their simulated
 values; the check is that the two orders are the same (fastest first).
 
->>> from moesim.validate.table import CaseResult
->>> r = [CaseResult(n, p, q, "s", 0.0, 10.0, "pass", "out_of_sample", "", "", ranking="x",
-...                 lower_is_faster=True) for n, p, q in (("a", 2.0, 20.0), ("b", 1.0, 25.0))]
+>>> from moesim.validate.case import Case
+>>> r = [(Case(n, "bridge", (), q, "s", 0.1, "", ranking="x", lower_is_faster=True), p)
+...      for n, p, q in (("a", 2.0, 20.0), ("b", 1.0, 25.0))]
 >>> v = ranking_verdicts(r)[0]
 >>> (v.published_order, v.predicted_order, v.exact)
 (('a', 'b'), ('b', 'a'), False)
@@ -16,23 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
+from moesim.validate.case import Case
 
-class Ranked(Protocol):
-    """What a ranking reads of a case result (:class:`moesim.validate.table.CaseResult`),
-    read-only (a frozen dataclass's fields qualify)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def predicted(self) -> float | None: ...
-    @property
-    def published(self) -> float: ...
-    @property
-    def lower_is_faster(self) -> bool: ...
-    @property
-    def ranking(self) -> str: ...
+Predicted = tuple[Case, float | None]
+"""A case and what moesim predicts for it (None: not simulable)."""
 
 
 @dataclass(frozen=True)
@@ -56,24 +44,25 @@ class RankingVerdict:
                 f"simulated: {' > '.join(self.predicted_order)}")
 
 
-def _order(results: Sequence[Ranked], value: str) -> tuple[str, ...]:
-    def speed(r: Ranked) -> float:
-        v = float(getattr(r, value))
-        return -v if r.lower_is_faster else v
+def _order(simulated: Sequence[tuple[Case, float]], published: bool) -> tuple[str, ...]:
+    """Case names fastest first, by the published or by the predicted values."""
+    def speed(r: tuple[Case, float]) -> float:
+        v = float(r[0].published if published else r[1])
+        return -v if r[0].lower_is_faster else v
 
-    return tuple(r.name for r in sorted(results, key=speed, reverse=True))
+    return tuple(case.name for case, _ in sorted(simulated, key=speed, reverse=True))
 
 
-def ranking_verdicts(results: Sequence[Ranked]) -> list[RankingVerdict]:
+def ranking_verdicts(results: Sequence[Predicted]) -> list[RankingVerdict]:
     """One verdict per ranking name with at least two simulated layouts (a layout moesim
     cannot express yet is left out of the order and counted in ``n_layouts``)."""
-    names = sorted({r.ranking for r in results if r.ranking})
+    names = sorted({case.ranking for case, _ in results if case.ranking})
     out = []
     for name in names:
-        members = [r for r in results if r.ranking == name]
-        simulated = [r for r in members if r.predicted is not None]
+        members = [(case, p) for case, p in results if case.ranking == name]
+        simulated = [(case, p) for case, p in members if p is not None]
         if len(simulated) < 2:
             continue
-        out.append(RankingVerdict(name, _order(simulated, "published"),
-                                  _order(simulated, "predicted"), len(members)))
+        out.append(RankingVerdict(name, _order(simulated, published=True),
+                                  _order(simulated, published=False), len(members)))
     return out

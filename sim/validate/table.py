@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from moesim.validate.cases import GROUPS, SCOPES, Case
 from moesim.validate.ranking import ranking_verdicts
@@ -16,51 +16,46 @@ PASS, FAIL, NOT_SIMULABLE = "pass", "FAIL", "n/a"
 class CaseResult:
     """A case with its prediction: error in percent of the published value and the verdict."""
 
-    name: str
+    case: Case
     predicted: float | None
-    published: float
-    unit: str
     error_pct: float | None
-    tolerance_pct: float
     status: str
-    group: str
-    source: str
     detail: str
-    scope: str = "accounting"
-    generation: str = "-"
-    path: str = ""
-    tolerance_why: str = ""
-    lower_is_faster: bool = False  # a cost (GPU-hours): its error's sign is turned in stats
-    ranking: str = ""  # layouts compared on one cluster (moesim.validate.ranking)
+
+    @property
+    def tolerance_pct(self) -> float:
+        return self.case.tolerance_rel * 100.0
 
     @property
     def speed_error_pct(self) -> float | None:
-        """The error with "+ = the simulator predicts faster than measured" (optimistic)."""
+        """The error with "+ = the simulator predicts faster than measured" (optimistic);
+        a cost's (GPU-hours: ``lower_is_faster``) sign is turned."""
         if self.error_pct is None:
             return None
-        return -self.error_pct if self.lower_is_faster else self.error_pct
+        return -self.error_pct if self.case.lower_is_faster else self.error_pct
 
     @property
     def passed(self) -> bool:
         return self.status == PASS
 
+    def to_dict(self) -> dict[str, object]:
+        """One JSON row: the case's fields beside the prediction, flat."""
+        c = self.case
+        return {"name": c.name, "predicted": self.predicted, "published": c.published,
+                "unit": c.unit, "error_pct": self.error_pct, "tolerance_pct": self.tolerance_pct,
+                "status": self.status, "group": c.group, "source": c.source,
+                "detail": self.detail, "scope": c.scope, "generation": c.generation,
+                "path": c.path, "tolerance_why": c.tolerance_why,
+                "lower_is_faster": c.lower_is_faster, "ranking": c.ranking}
+
 
 def judge(case: Case, predicted: float | None, detail: str) -> CaseResult:
     """Compare ``predicted`` with ``case.published`` within its tolerance."""
-    tol_pct = case.tolerance_rel * 100.0
-    value: float | None
-    err: float | None
     if predicted is None:
-        value, err, status, detail = None, None, NOT_SIMULABLE, detail or case.note
-    else:
-        value = float(predicted)
-        err = (predicted - case.published) / case.published * 100.0
-        status = PASS if abs(err) <= tol_pct else FAIL
-    return CaseResult(case.name, value, case.published, case.unit, err, tol_pct, status,
-                      case.group, case.source, detail, scope=case.scope,
-                      generation=case.generation, path=case.path,
-                      tolerance_why=case.tolerance_why, lower_is_faster=case.lower_is_faster,
-                      ranking=case.ranking)
+        return CaseResult(case, None, None, NOT_SIMULABLE, detail or case.note)
+    err = (predicted - case.published) / case.published * 100.0
+    status = PASS if abs(err) <= case.tolerance_rel * 100.0 else FAIL
+    return CaseResult(case, float(predicted), err, status, detail)
 
 
 def _num(value: float | None) -> str:
@@ -76,8 +71,8 @@ def _rows(results: list[CaseResult], show_detail: bool) -> list[str]:
     rows = [head]
     for r in results:
         err = "-" if r.error_pct is None else f"{r.error_pct:+.1f}%"
-        rows.append((r.name, _num(r.predicted), _num(r.published), r.unit, err,
-                     f"{r.tolerance_pct:.0f}%", r.status, r.source))
+        rows.append((r.case.name, _num(r.predicted), _num(r.case.published), r.case.unit, err,
+                     f"{r.tolerance_pct:.0f}%", r.status, r.case.source))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
     lines = []
     for i, row in enumerate(rows):
@@ -96,12 +91,12 @@ def _stats_lines(results: list[CaseResult]) -> list[str]:
     lines = ["  (bias: mean signed error, + = the model predicts more speed or bandwidth than "
              "measured)"] if scored else []
     for scope in SCOPES:
-        errs = [e for r, e in scored if r.scope == scope]
+        errs = [e for r, e in scored if r.case.scope == scope]
         if errs:
             lines.append(f"  {scope:<12} {error_stats(errs).line()}")
-    e2e = [(r, e) for r, e in scored if r.scope == "end_to_end"]
-    for gen in sorted({r.generation for r, _ in e2e}):
-        errs = [e for r, e in e2e if r.generation == gen]
+    e2e = [(r, e) for r, e in scored if r.case.scope == "end_to_end"]
+    for gen in sorted({r.case.generation for r, _ in e2e}):
+        errs = [e for r, e in e2e if r.case.generation == gen]
         lines.append(f"  end_to_end on {gen}: {error_stats(errs).line()}")
     return lines
 
@@ -117,11 +112,11 @@ def render_table(results: list[CaseResult], *, show_detail: bool = False) -> str
     per GPU generation of the end-to-end cases."""
     lines: list[str] = []
     for group in GROUPS:
-        members = [r for r in results if r.group == group]
+        members = [r for r in results if r.case.group == group]
         if not members:
             continue
         lines += ["", _TITLES[group], *_rows(members, show_detail), *_stats_lines(members)]
-    verdicts = ranking_verdicts(results)
+    verdicts = ranking_verdicts([(r.case, r.predicted) for r in results])
     if verdicts:
         lines += ["", "LAYOUT RANKINGS (published order vs simulated, fastest first)",
                   *(v.line() for v in verdicts)]
@@ -133,5 +128,5 @@ def render_table(results: list[CaseResult], *, show_detail: bool = False) -> str
 
 
 def results_json(results: list[CaseResult]) -> str:
-    """The results as a JSON array (one object per case, field names as in CaseResult)."""
-    return json.dumps([asdict(r) for r in results], indent=2)
+    """The results as a JSON array (one :meth:`CaseResult.to_dict` object per case)."""
+    return json.dumps([r.to_dict() for r in results], indent=2)
