@@ -15,6 +15,7 @@ from moesim.calibration import KERNEL_LAUNCH_OVERHEAD_S as LAUNCH
 from moesim.errors import ConfigError
 from moesim.hardware import (
     PRECISIONS,
+    GemmShape,
     cast_time_s,
     gemm_time_s,
     get_gpu,
@@ -120,7 +121,7 @@ def test_fp8_on_ampere_is_one_line_from_the_command(tmp_path: Path) -> None:
 
 def test_router_includes_the_dropless_sync() -> None:
     shape = _qwen_like("bf16")
-    gate = gemm_time_s(H100, 4096, 128, 4096, "bf16")
+    gate = gemm_time_s(H100, GemmShape(4096, 128, 4096, "bf16"))
     permute = memory_bound_time_s(H100, permute_bytes(shape))
     assert router_s(shape, H100, 1.0) - gate - permute == pytest.approx(DROPLESS_SYNC_S)
 

@@ -9,7 +9,7 @@ import pytest
 
 from moesim.errors import ConfigError
 from moesim.hardware import get_gpu
-from moesim.hardware.attention import attention_flops
+from moesim.hardware.attention import AttentionShape, attention_flops
 from moesim.model import ModelConfig, get_model, training_flops
 from moesim.parallel.layout import ParallelLayout
 from moesim.step import StepSpec, run_step, simulate_step
@@ -87,9 +87,10 @@ def test_tp_splits_attention_and_ffn_compute() -> None:
     assert two.dense_bwd_s == attention_block_s(shape, gpu, 1.0, True) + two.ffn_bwd_s
     assert two.core_fwd_s == attention_core_s(shape, gpu, 1.0, False)
     heads = model.num_attention_heads
-    full = attention_flops(tokens=SEQ, seq_len=SEQ, n_heads=heads, qk_head_dim=128, v_head_dim=128)
-    half = attention_flops(tokens=SEQ, seq_len=SEQ, n_heads=heads // 2, qk_head_dim=128,
-                           v_head_dim=128)
+    full = attention_flops(AttentionShape(tokens=SEQ, seq_len=SEQ, n_heads=heads,
+                                          qk_head_dim=128, v_head_dim=128))
+    half = attention_flops(AttentionShape(tokens=SEQ, seq_len=SEQ, n_heads=heads // 2,
+                                          qk_head_dim=128, v_head_dim=128))
     assert half == full / 2
     # Time: half the FLOPs; smaller GEMMs run at most a little less efficiently.
     for a, b in ((two.dense_fwd_s, one.dense_fwd_s), (two.ffn_bwd_s, one.ffn_bwd_s),
@@ -154,8 +155,9 @@ def test_cp_splits_the_causal_attention_core() -> None:
     shape = LayerShape(model, SEQ // 2, SEQ, cp=2)
     assert shape.gathered_tokens == SEQ // 2
     qk = dict(n_heads=model.num_attention_heads, qk_head_dim=128, v_head_dim=128)
-    assert attention_flops(tokens=SEQ // 2, seq_len=SEQ, **qk) == attention_flops(
-        tokens=SEQ, seq_len=SEQ, **qk) / 2
+    half = AttentionShape(tokens=SEQ // 2, seq_len=SEQ, **qk)
+    whole = AttentionShape(tokens=SEQ, seq_len=SEQ, **qk)
+    assert attention_flops(half) == attention_flops(whole) / 2
     core = build_plan(_spec(ParallelLayout(cp=2, dp=4), model=model)).layers[0].core_fwd_s
     assert core == attention_core_s(shape, get_gpu("H100"), 1.0, False)
 

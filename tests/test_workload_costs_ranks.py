@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from moesim.errors import ConfigError
-from moesim.hardware import get_gpu, grouped_gemm_time_s
+from moesim.hardware import GemmShape, get_gpu, grouped_gemm_time_s
 from moesim.hardware.roofline import grouped_gemm_rows_time_s
 from moesim.model import get_model
 from moesim.router import RouterConfig, route_tokens
@@ -56,11 +56,13 @@ def test_grouped_rows_equal_grouped_per_row_and_check_input() -> None:
     tokens[2] = 0.0
     slow = np.array([1.0, 2.0, 1.0, 1.5, 1.0, 1.0, 3.0])
     for backward in (False, True):
-        got = grouped_gemm_rows_time_s(H800, tokens, 7168, 4096, "fp8", slow, backward=backward)
-        want = [grouped_gemm_time_s(H800, row, 7168, 4096, "fp8", s, backward=backward)
+        got = grouped_gemm_rows_time_s(H800, GemmShape(tokens, 4096, 7168, "fp8"), slow,
+                                       backward=backward)
+        want = [grouped_gemm_time_s(H800, GemmShape(row, 4096, 7168, "fp8"), s,
+                                    backward=backward)
                 for row, s in zip(tokens, slow, strict=True)]
         assert got.tolist() == want
     with pytest.raises(ConfigError, match="2-D"):
-        grouped_gemm_rows_time_s(H800, tokens[0], 7168, 4096)
+        grouped_gemm_rows_time_s(H800, GemmShape(tokens[0], 4096, 7168))
     with pytest.raises(ConfigError, match="slowdown"):
-        grouped_gemm_rows_time_s(H800, tokens, 7168, 4096, slowdown=np.full(7, 0.5))
+        grouped_gemm_rows_time_s(H800, GemmShape(tokens, 4096, 7168), slowdown=np.full(7, 0.5))

@@ -33,10 +33,14 @@ Backward of ``Y[m,n] = X[m,k] @ W[k,n]`` is two GEMMs of the same FLOPs each, dg
 ``dX = dY @ W^T`` (m, k, n) and wgrad ``dW = X^T @ dY`` (k, n, m):
 :func:`gemm_backward_time_s` and :func:`grouped_gemm_backward_time_s` cost them, so
 callers need not double anything.
+
+Every function takes the GEMM as a :class:`GemmShape` (m, n, k and the input dtype, checked
+once when it is made) and the GPU's ``slowdown`` apart: what the kernel computes, then where.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -50,6 +54,27 @@ from moesim.hardware.gpus import TFLOPS, GpuSpec
 
 #: FLOPs of the smallest work unit one SM takes (tile x minimal K slice).
 UNIT_FLOPS = 2.0 * kernels.GEMM_TILE_M * kernels.GEMM_TILE_N * kernels.GEMM_SPLIT_K_MIN
+
+
+@dataclass(frozen=True, eq=False, init=False)
+class GemmShape:
+    """One GEMM's work, ``Y[m,n] = X[m,k] @ W[k,n]`` with X and W in ``dtype``.
+
+    ``m``, ``n``, ``k`` broadcast (arrays price many GEMMs at once). A grouped GEMM (one launch
+    over a rank's local experts, each ``[m_e, k] @ [k, n]``) has each expert's tokens along the
+    last axis of ``m``. Each dimension must be finite and >= 0 (``gemm.m`` ... name it).
+    """
+
+    m: FloatArray
+    n: FloatArray
+    k: FloatArray
+    dtype: str
+
+    def __init__(self, m: ArrayLike, n: ArrayLike, k: ArrayLike, dtype: str = "bf16") -> None:
+        object.__setattr__(self, "m", dim("gemm.m", m))
+        object.__setattr__(self, "n", dim("gemm.n", n))
+        object.__setattr__(self, "k", dim("gemm.k", k))
+        object.__setattr__(self, "dtype", check_dtype(dtype))
 
 
 # ---- the pieces of one kernel ----------------------------------------------------------
@@ -104,44 +129,34 @@ def sustained_tflops(gpu: GpuSpec, dtype: str = "bf16") -> float:
 
 
 
-def gemm_flops(m: ArrayLike, n: ArrayLike, k: ArrayLike) -> TimeS:
+def gemm_flops(shape: GemmShape) -> TimeS:
     """2 m n k: the FLOPs of one GEMM (forward)."""
-    return shaped(2.0 * dim("gemm.m", m) * dim("gemm.n", n) * dim("gemm.k", k))
+    return shaped(2.0 * shape.m * shape.n * shape.k)
 
 
-def gemm_efficiency(
-    gpu: GpuSpec, m: ArrayLike, n: ArrayLike, k: ArrayLike, dtype: str = "bf16"
-) -> TimeS:
+def gemm_efficiency(gpu: GpuSpec, shape: GemmShape) -> TimeS:
     """Achieved / peak FLOP rate of the GEMM's compute phase (see the module docstring)."""
-    dtype = check_dtype(dtype)
-    m_, n_, k_ = dim("gemm.m", m), dim("gemm.n", n), dim("gemm.k", k)
-    row_use = np.minimum(1.0, m_ / kernels.GEMM_MIN_ROWS)
-    padded = 2.0 * _padded_rows(m_) * n_ * k_
-    eff = sustained_tflops(gpu, dtype) / gpu.peak_tflops(dtype) * row_use * _sm_fill(gpu, padded)
+    row_use = np.minimum(1.0, shape.m / kernels.GEMM_MIN_ROWS)
+    padded = 2.0 * _padded_rows(shape.m) * shape.n * shape.k
+    peak = gpu.peak_tflops(shape.dtype)
+    eff = sustained_tflops(gpu, shape.dtype) / peak * row_use * _sm_fill(gpu, padded)
     return shaped(np.where(padded > 0, eff, 0.0))
 
 
 def gemm_time_s(
-    gpu: GpuSpec,
-    m: ArrayLike,
-    n: ArrayLike,
-    k: ArrayLike,
-    dtype: str = "bf16",
-    slowdown: float = 1.0,
-    *,
-    backward: bool = False,
+    gpu: GpuSpec, shape: GemmShape, slowdown: float = 1.0, *, backward: bool = False
 ) -> TimeS:
-    """Time of one GEMM kernel ``Y[m,n] = X[m,k] @ W[k,n]``; 0 when it has no work.
-    ``backward``: its dgrad (m, k, n) + wgrad (k, n, m) kernels, 2x its FLOPs.
+    """Time of one GEMM kernel; 0 when it has no work. ``backward``: its dgrad (m, k, n) +
+    wgrad (k, n, m) kernels, 2x its FLOPs.
 
-    Vectorised: m, n, k broadcast; returns a float for scalar inputs.
+    Vectorised: m, n, k broadcast; returns a float for scalar dimensions.
     """
-    dtype, slow = check_dtype(dtype), check_slowdown(slowdown)
-    m_, n_, k_ = dim("gemm.m", m), dim("gemm.n", n), dim("gemm.k", k)
+    slow = check_slowdown(slowdown)
+    m, n, k, dtype = shape.m, shape.n, shape.k, shape.dtype
     if not backward:
-        return shaped(_kernel_s(gpu, *_gemm_terms(m_, n_, k_, dtype), dtype) * slow)
-    dgrad = _kernel_s(gpu, *_gemm_terms(m_, k_, n_, dtype), dtype)
-    wgrad = _kernel_s(gpu, *_gemm_terms(k_, n_, m_, dtype), dtype)
+        return shaped(_kernel_s(gpu, *_gemm_terms(m, n, k, dtype), dtype) * slow)
+    dgrad = _kernel_s(gpu, *_gemm_terms(m, k, n, dtype), dtype)
+    wgrad = _kernel_s(gpu, *_gemm_terms(k, n, m, dtype), dtype)
     return shaped((dgrad + wgrad) * slow)
 
 
@@ -149,29 +164,13 @@ gemm_backward_time_s = partial(gemm_time_s, backward=True)
 """dgrad + wgrad of the GEMM (m, n, k): :func:`gemm_time_s` with ``backward=True``."""
 
 
-def _tokens(tokens_per_expert: ArrayLike) -> FloatArray:
-    m = dim("grouped_gemm.tokens_per_expert", tokens_per_expert)
-    if m.ndim != 1:
-        raise ConfigError(
-            "grouped_gemm.tokens_per_expert", f"must be 1-D (one count per local expert), "
-            f"got shape {m.shape}",
-        )
-    return m
-
-
 def grouped_gemm_time_s(
-    gpu: GpuSpec,
-    tokens_per_expert: ArrayLike,
-    k: float,
-    n: float,
-    dtype: str = "bf16",
-    slowdown: float = 1.0,
-    *,
-    backward: bool = False,
+    gpu: GpuSpec, shape: GemmShape, slowdown: float = 1.0, *, backward: bool = False
 ) -> float:
     """One grouped-GEMM kernel over a rank's local experts: expert e computes
-    ``[m_e, k] @ [k, n]`` with m_e = tokens_per_expert[e]. ``backward``: grouped dgrad
-    ``[m_e, n] @ [n, k]`` plus grouped wgrad ``[k, m_e] @ [m_e, n]``, two kernels, 2x the FLOPs.
+    ``[m_e, k] @ [k, n]`` with m_e = ``shape.m[e]`` (1-D: one token count per local expert).
+    ``backward``: grouped dgrad ``[m_e, n] @ [n, k]`` plus grouped wgrad ``[k, m_e] @ [m_e, n]``,
+    two kernels, 2x the FLOPs.
 
     All experts' tiles share the SMs (one launch), so time follows the rank's total work:
     a rank that received 4x the tokens takes ~4x as long once compute-bound. An expert
@@ -180,11 +179,12 @@ def grouped_gemm_time_s(
     contiguous layout aligns each expert to its block M, 128; TE's per-expert cuBLAS GEMMs
     pick their own tile), so an expert just above a block edge is optimistic here.
     """
-    check_dtype(dtype)
-    check_slowdown(slowdown)
-    rows = _tokens(tokens_per_expert)[np.newaxis, :]  # one rank: the one-row case
-    return float(grouped_gemm_rows_time_s(gpu, rows, k, n, dtype, slowdown,
-                                          backward=backward)[0])
+    slow = check_slowdown(slowdown)
+    if shape.m.ndim != 1:
+        raise ConfigError("gemm.m", f"a grouped GEMM's tokens per expert must be 1-D (one "
+                          f"count per local expert), got shape {shape.m.shape}")
+    one_row = shape.m[np.newaxis, :]  # one rank: the one-row case
+    return float(_grouped_s(gpu, shape, one_row, np.full(1, slow), backward)[0])
 
 
 grouped_gemm_backward_time_s = partial(grouped_gemm_time_s, backward=True)
@@ -192,36 +192,35 @@ grouped_gemm_backward_time_s = partial(grouped_gemm_time_s, backward=True)
 
 
 def grouped_gemm_rows_time_s(
-    gpu: GpuSpec,
-    tokens_per_expert: ArrayLike,
-    k: float,
-    n: float,
-    dtype: str = "bf16",
-    slowdown: ArrayLike = 1.0,
-    *,
-    backward: bool = False,
+    gpu: GpuSpec, shape: GemmShape, slowdown: ArrayLike = 1.0, *, backward: bool = False
 ) -> FloatArray:
-    """The grouped-GEMM kernel of each row of ``tokens_per_expert`` [ranks, local experts]
-    (one rank's local experts a row, at that rank's ``slowdown``), in one vectorised pass;
+    """The grouped-GEMM kernel of each row of ``shape.m`` [ranks, local experts] (one rank's
+    local experts a row, at that rank's ``slowdown``), in one vectorised pass;
     :func:`grouped_gemm_time_s` is its one-row case."""
-    dtype = check_dtype(dtype)
-    m = dim("grouped_gemm.tokens_per_expert", tokens_per_expert)
+    m = shape.m
     if m.ndim != 2:
-        raise ConfigError("grouped_gemm.tokens_per_expert",
-                          f"must be 2-D (ranks x local experts), got shape {m.shape}")
+        raise ConfigError("gemm.m", f"grouped GEMM rows must be 2-D (ranks x local experts), "
+                          f"got shape {m.shape}")
     slow = np.broadcast_to(np.asarray(slowdown, dtype=np.float64), m.shape[:1])
     bad = ~(slow >= 1.0) | ~np.isfinite(slow)  # one pass; the message names the first bad value
     if bad.any():
         check_slowdown(float(np.unique(slow[bad])[0]))
-    k_, n_ = dim("grouped_gemm.k", k), dim("grouped_gemm.n", n)
+
+    return _grouped_s(gpu, shape, m, slow, backward)
+
+
+def _grouped_s(gpu: GpuSpec, shape: GemmShape, m: FloatArray, slow: FloatArray,
+               backward: bool) -> FloatArray:
+    """The grouped-GEMM kernel of each row of ``m`` (``shape``'s n, k and dtype) at ``slow``."""
+    n, k, dtype = shape.n, shape.k, shape.dtype
 
     def kernel(terms: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
         flops, padded, moved = (t.sum(axis=1) for t in terms)
         return _kernel_s(gpu, flops, padded, moved, dtype) * slow
 
     if not backward:
-        return kernel(_gemm_terms(m, n_, k_, dtype))
-    return kernel(_gemm_terms(m, k_, n_, dtype)) + kernel(_gemm_terms(k_, n_, m, dtype))
+        return kernel(_gemm_terms(m, n, k, dtype))
+    return kernel(_gemm_terms(m, k, n, dtype)) + kernel(_gemm_terms(k, n, m, dtype))
 
 
 def memory_bound_time_s(gpu: GpuSpec, bytes_moved: ArrayLike, slowdown: float = 1.0) -> TimeS:

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from moesim.hardware import GpuSpec, gemm_backward_time_s, gemm_time_s
+from moesim.hardware import GemmShape, GpuSpec, gemm_backward_time_s, gemm_time_s
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
 from moesim.workload.costs import (
@@ -89,8 +89,8 @@ def _prices(model: ModelConfig, gpu: GpuSpec, degrees: tuple[int, int, int, int]
 def head_s(model: ModelConfig, gpu: GpuSpec, lay: ParallelLayout, tokens: int) -> float:
     """The vocabulary-parallel LM head forward + backward on the gathered tokens (BF16)."""
     m, vocab = max(1, tokens) * lay.tp, -(-model.vocab_size // lay.tp)
-    return float(gemm_time_s(gpu, m, vocab, model.hidden_size)
-                 + gemm_backward_time_s(gpu, m, vocab, model.hidden_size))
+    head = GemmShape(m, vocab, model.hidden_size)
+    return float(gemm_time_s(gpu, head) + gemm_backward_time_s(gpu, head))
 
 
 def worst_stage(model: ModelConfig, lay: ParallelLayout, moe: LayerPrices, dense: LayerPrices,

@@ -23,7 +23,7 @@ from itertools import pairwise
 import numpy as np
 
 from moesim.calibration.training import HOT_RATIO
-from moesim.hardware import GpuSpec, gemm_backward_time_s, gemm_time_s, get_gpu
+from moesim.hardware import GemmShape, GpuSpec, gemm_backward_time_s, gemm_time_s, get_gpu
 from moesim.model.accounting import embedding_params, layer_params, router_params
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import RoutingResult, route_tokens
@@ -271,8 +271,8 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
     dense, expert = _params_per_stage(spec.layout.pp, chunks, per_layer, extra)
     vocab = -(-model.vocab_size // lay.tp)  # vocabulary-parallel head on the gathered tokens
     # (BF16 whatever the layers' compute_dtype, moesim.step.spec.COMPUTE_DTYPES)
-    head_fwd = float(gemm_time_s(gpu, shape.gathered_tokens, vocab, model.hidden_size))
-    head_bwd = float(gemm_backward_time_s(gpu, shape.gathered_tokens, vocab, model.hidden_size))
+    head = GemmShape(shape.gathered_tokens, vocab, model.hidden_size)
+    head_fwd, head_bwd = float(gemm_time_s(gpu, head)), float(gemm_backward_time_s(gpu, head))
     return StepPlan(
         gpu, tuple(layers), chunks, 2.0 * m * model.hidden_size,
         head_fwd if spec.lm_head else 0.0, head_bwd if spec.lm_head else 0.0, dense, expert,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from moesim.errors import ConfigError
-from moesim.hardware import gemm_flops, gemm_time_s, get_gpu
+from moesim.hardware import GemmShape, gemm_flops, gemm_time_s, get_gpu
 from moesim.model import get_model, param_counts
 from moesim.registry import Registry
 from moesim.validate.cases import Case
@@ -71,8 +71,8 @@ def _checkpoint(case: Case) -> Prediction:
 def _gemm(case: Case) -> Prediction:
     gpu, size, dtype = get_gpu(str(case.arg("gpu"))), int(str(case.arg("size"))), str(
         case.arg("dtype"))
-    time_s = float(gemm_time_s(gpu, size, size, size, dtype))
-    flops = float(gemm_flops(size, size, size))
+    square = GemmShape(size, size, size, dtype)
+    time_s, flops = float(gemm_time_s(gpu, square)), float(gemm_flops(square))
     return flops / time_s / 1e12, f"{time_s * 1e3:.3f} ms incl. one launch"
 
 

@@ -17,21 +17,17 @@ are ``1/cp`` of the sequence's.
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Any
-
 import numpy as np
 
 from moesim.calibration import DROPLESS_SYNC_S
 from moesim.hardware import (
+    AttentionShape,
+    GemmShape,
     GpuSpec,
-    attention_backward_time_s,
     attention_time_s,
     cast_time_s,
-    gemm_backward_time_s,
     gemm_time_s,
     get_precision,
-    grouped_gemm_backward_time_s,
     grouped_gemm_time_s,
     memory_bound_time_s,
 )
@@ -75,17 +71,10 @@ def attention_core_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward:
     whatever ``compute_dtype`` the GEMMs use (DeepSeek-V3's FP8 training keeps the attention
     operators in BF16, technical report section 3.3.1)."""
     qk, v = _attention_dims(shape.model)
-    core: dict[str, Any] = dict(
-        tokens=shape.gathered_tokens,
-        seq_len=shape.seq_len,
-        n_heads=shape.model.num_attention_heads // shape.tp,
-        qk_head_dim=qk,
-        v_head_dim=v,
-        dtype="bf16",
-        slowdown=slowdown,
-    )
-    fn = attention_backward_time_s if backward else attention_time_s
-    return float(fn(gpu, **core))
+    core = AttentionShape(tokens=shape.gathered_tokens, seq_len=shape.seq_len,
+                          n_heads=shape.model.num_attention_heads // shape.tp, qk_head_dim=qk,
+                          v_head_dim=v, dtype="bf16")
+    return float(attention_time_s(gpu, core, slowdown, backward=backward))
 
 
 def _casts_s(shape: LayerShape, gpu: GpuSpec, m: float, n: float, k: float, slowdown: float,
@@ -112,15 +101,9 @@ def attention_block_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward
     norms = memory_bound_time_s(gpu, 6.0 * shape.tokens_per_rank * h * BF16_BYTES, slowdown)
     core = attention_core_s(shape, gpu, slowdown, backward)
     casts = _casts_s(shape, gpu, m, proj_n, h, slowdown, backward)
-    if backward:
-        return float(
-            gemm_backward_time_s(gpu, m, proj_n, h, shape.gemm_dtype, slowdown)
-            + core
-            + 2 * norms
-            + casts
-        )
-    return float(gemm_time_s(gpu, m, proj_n, h, shape.gemm_dtype, slowdown) + core + norms
-                 + casts)
+    proj = gemm_time_s(gpu, GemmShape(m, proj_n, h, shape.gemm_dtype), slowdown,
+                       backward=backward)
+    return float(proj + core + (2 * norms if backward else norms) + casts)
 
 
 def ffn_s(
@@ -131,11 +114,11 @@ def ffn_s(
     m, h, model, dt = shape.gathered_tokens, shape.hidden, shape.model, shape.gemm_dtype
     ffn = intermediate // shape.tp
     up_n = (2 if model.gated_ffn else 1) * ffn
-    dense = gemm_backward_time_s if backward else gemm_time_s
-    up = float(dense(gpu, m, up_n, h, dt, slowdown))
+    up = float(gemm_time_s(gpu, GemmShape(m, up_n, h, dt), slowdown, backward=backward))
+    down = float(gemm_time_s(gpu, GemmShape(m, h, ffn, dt), slowdown, backward=backward))
     casts = (_casts_s(shape, gpu, m, up_n, h, slowdown, backward)
              + _casts_s(shape, gpu, m, h, ffn, slowdown, backward))
-    return up + float(dense(gpu, m, h, ffn, dt, slowdown)) + casts
+    return up + down + casts
 
 
 def router_s(shape: LayerShape, gpu: GpuSpec, slowdown: float) -> float:
@@ -143,7 +126,7 @@ def router_s(shape: LayerShape, gpu: GpuSpec, slowdown: float) -> float:
     :data:`~moesim.calibration.DROPLESS_SYNC_S` while the host reads the per-expert counts;
     every MoE layer here is dropless), then permuting the token copies into expert order."""
     m, h, model = shape.tokens_per_rank, shape.hidden, shape.model
-    gate = gemm_time_s(gpu, m, model.n_routed_experts, h, "bf16", slowdown)
+    gate = gemm_time_s(gpu, GemmShape(m, model.n_routed_experts, h), slowdown)
     permute = memory_bound_time_s(gpu, permute_bytes(shape), slowdown)
     return float(gate + DROPLESS_SYNC_S * slowdown + permute)
 
@@ -162,10 +145,11 @@ def experts_s(
     ffn = model.moe_intermediate_size // shape.etp
     local_load = local_load * shape.etp
     up_n = (2 if model.gated_ffn else 1) * ffn
-    grouped = grouped_gemm_backward_time_s if backward else grouped_gemm_time_s
+    up = GemmShape(local_load, up_n, h, dt)  # expert e: [load_e, h] @ [h, up_n]
+    down = GemmShape(local_load, h, ffn, dt)
     rows = float(local_load.sum())
-    t: float = grouped(gpu, local_load, h, up_n, dt, slowdown) + grouped(
-        gpu, local_load, ffn, h, dt, slowdown
+    t: float = grouped_gemm_time_s(gpu, up, slowdown, backward=backward) + grouped_gemm_time_s(
+        gpu, down, slowdown, backward=backward
     ) + _casts_s(shape, gpu, rows, up_n, h, slowdown, backward) + _casts_s(
         shape, gpu, rows, h, ffn, slowdown, backward)
     if model.n_shared_experts and shape.tp == 1:  # tp = 1: on the rank's own tokens
@@ -189,9 +173,11 @@ def experts_ranks_s(
     local_load = local_load * shape.etp
     up_n = (2 if model.gated_ffn else 1) * ffn
     slow = np.asarray(slowdown, dtype=float)
-    grouped = partial(grouped_gemm_rows_time_s, backward=backward)
+    up = GemmShape(local_load, up_n, h, dt)  # a row per rank, a column per local expert
+    down = GemmShape(local_load, h, ffn, dt)
     rows = local_load.sum(axis=1).astype(float)
-    t = (grouped(gpu, local_load, h, up_n, dt, slow) + grouped(gpu, local_load, ffn, h, dt, slow)
+    t = (grouped_gemm_rows_time_s(gpu, up, slow, backward=backward)
+         + grouped_gemm_rows_time_s(gpu, down, slow, backward=backward)
          + _casts_rows_s(shape, gpu, rows, up_n, h, slow, backward)
          + _casts_rows_s(shape, gpu, rows, h, ffn, slow, backward))
     if model.n_shared_experts and shape.tp == 1:  # tp = 1: on the rank's own tokens
