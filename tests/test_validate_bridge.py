@@ -21,6 +21,7 @@ def test_row_settings_reach_the_step(case) -> None:  # type: ignore[no-untyped-d
     assert spec.compute_dtype == {"BF16": "bf16", "FP8-CS": "fp8-cs", "FP8-MX": "mxfp8",
                                   "MXFP8": "mxfp8"}[a["precision"]]
     assert spec.dispatcher == ("alltoall" if case.gpu == "GB200" else "deepep")
+    assert (spec.dispatch_dtype, spec.combine_dtype) == ("bf16", "bf16")  # fused_a2a: BF16 x
     assert spec.gpu == case.gpu and spec.recompute == a["recompute"]
     assert (case.group, case.scope, case.path) == ("out_of_sample", "end_to_end", "fast")
     assert case.assumptions and ("@df0289c1" in case.source or "@1a2ac152" in case.source)

@@ -69,6 +69,13 @@ def bridge_model(name: str) -> ModelConfig:
     return MODELS[name] if name in MODELS else get_model(name)
 
 
+DISPATCH_BF16 = ("dispatch in BF16 whatever the precision: Megatron-Core's flex dispatcher hands "
+                 "DeepEP the BF16 hidden states (megatron/core/transformer/moe/fused_a2a.py "
+                 "@02ad939b, FusedDispatch.forward -> buffer.dispatch(x); HybridEP: 'fp8_dispatch "
+                 "= False  # Currently, we do not support fp8 dispatch'); TE quantises inside "
+                 "the grouped linear, after the all-to-all")
+
+
 def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int,
           layout: dict[str, int], tokens_per_gpu_s: float, source: str,
           recipe: tuple[str, tuple[str, ...]] = ("auto", ())) -> Case:
@@ -83,7 +90,7 @@ def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int
     args = (("model", model), ("gpu", gpu), ("gpus", gpus), ("precision", precision),
             ("global_batch", gbs), ("micro_batch_size", mbs), ("seq_len", 4096),
             ("layout", tuple(layout.items())), ("dispatcher", dispatcher),
-            ("recompute", recipe[0]))
+            ("recompute", recipe[0]), ("dispatch_dtype", "bf16"))
     why = ("the recipes' HybridEP / NCCL EP is not modelled: alltoall" if gpu == "GB200" else
            "DeepEP, as the Megatron-Bridge MoE hardware playbook states for H100 / B200")
     return Case(
@@ -91,7 +98,7 @@ def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int
         "tokens/s/GPU", TOLERANCE, source, scope="end_to_end", gpu=gpu, path="fast",
         tolerance_why=TOLERANCE_WHY,
         note=f"{system}, GBS {gbs}, MBS {mbs}, seq 4096, force-balanced dropless router",
-        assumptions=(f"dispatcher {dispatcher}: {why}", fabric,
+        assumptions=(f"dispatcher {dispatcher}: {why}", DISPATCH_BF16, fabric,
                      *(recipe[1] or ("recompute: the memory plan's choice",)),
                      "MTP module not modelled; even stage split",
                      f"{precision} as moesim's {PRECISIONS[precision]}"),

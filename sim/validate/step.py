@@ -120,6 +120,7 @@ def bridge_spec(case: Case) -> StepSpec:
         compute_dtype=PRECISIONS[str(a["precision"])],
         dispatcher=str(a["dispatcher"]),
         recompute=str(a.get("recompute", "auto")),
+        dispatch_dtype=str(a.get("dispatch_dtype", "fp8")),
     )
 
 
