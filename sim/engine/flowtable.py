@@ -21,6 +21,7 @@ FLOW_COLUMNS: dict[str, tuple[type, float]] = {
     "pair_ptr": (np.int64, 0),
     "pair_len": (np.int64, 0),
     "bottleneck": (np.int64, -1),
+    "observer": (np.int64, -1),  # FlowNetwork.observe: told when the flow's rate changes
 }
 
 class Columns:

@@ -56,6 +56,9 @@ class SoloFlows:
     def _complete(self, ids: np.ndarray, drain_s: np.ndarray) -> None:
         raise NotImplementedError
 
+    def _notify(self, ids: np.ndarray) -> None:
+        raise NotImplementedError
+
     def _alone_pairs(self, net: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The hops of the new flows ``net`` (:meth:`_pairs`) if they can run alone: no flow
@@ -122,6 +125,7 @@ class SoloFlows:
         self._sample(now, solo.hops)
         if idle:
             self._gen += 1
+        self._notify(np.array([fid]))
 
     def _materialize(self, net: np.ndarray) -> None:
         """Solo flows join the active set before the flows ``net`` do. With no solved flow

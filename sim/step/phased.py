@@ -51,6 +51,7 @@ from moesim.step.fast import FastAllToAll, FastState, empty_ledgers, fast_plan, 
 from moesim.step.groups import ring_group
 from moesim.step.phases import A2APhases, RingPhases, base_router
 from moesim.step.plan import LayerPlan
+from moesim.step.ringjob import StageTail
 from moesim.step.simulate import simulate_ranks
 from moesim.step.spec import StepSpec
 from moesim.step.state import CATEGORIES
@@ -66,6 +67,7 @@ class PhasedState(FastState):
     stage_groups: dict[tuple[str, int], list[tuple[int, ...]]] = field(default_factory=dict)
     a2a_link: dict[tuple[int, int, str], str] = field(default_factory=dict)  # busiest link
     link_wait_s: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> link -> s
+    tails: dict[int, StageTail] = field(default_factory=dict)  # stage -> its ranks' DP tails
 
     def sent_a2a(self, a2a: AllToAll, local: int, layer: int, phase: str) -> None:
         super().sent_a2a(a2a, local, layer, phase)
@@ -126,10 +128,27 @@ class PhasedState(FastState):
         return timing
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
-        """Every ``kind`` ring of ``rank``'s stage at once (:class:`RingPhases`)."""
+        """Every ``kind`` ring of ``rank``'s stage at once (:class:`RingPhases`); the event
+        fires when every rank of the stage is done with it (the all-gathers of a tail begun
+        by :meth:`begin_tail` are joined rank by rank there)."""
         stage = self._stage(rank)
         rings = self._groups_of(kind.split("_")[0], stage)
         return self.ring_phases.join(kind, stage, item, size_bytes, rings)
+
+    def begin_tail(self, rank: int, opt_s: float, gathers: list[tuple[str, float]]) -> None:
+        """Every rank of ``rank``'s stage starts its DP tail now (the replicas run the same
+        program): each joins the all-gathers ``opt_s`` after its own reduce-scatters are
+        done (:class:`moesim.step.ringjob.RingJob`: ranks behind a slow ring edge finish
+        last), so the early ranks' all-gathers share links with the slow edge's tail."""
+        stage = self._stage(rank)
+        if stage in self.tails:
+            return
+        per = self.spec.layout.world_size // self.spec.layout.pp
+        jobs = [job for (kind, st, _), job in self.ring_phases.jobs.items()
+                if st == stage and kind.endswith("rs")]
+        gathers_jobs = [self.ring_phases.job(kind, stage, -1, size, self._groups_of(
+            kind.split("_")[0], stage), joined=False) for kind, size in gathers]
+        self.tails[stage] = StageTail(self.env, stage * per, per, jobs, gathers_jobs, opt_s)
 
 
 def _charge(per: dict[str, float], link: str, wait_s: float) -> None:

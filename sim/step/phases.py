@@ -13,15 +13,16 @@ it with the max-min flow engine (:class:`moesim.engine.network.FlowNetwork`, the
   release offset ``o_e``; the phase ends with the last byte (of every copy). Cached: layers
   that share their routing and costs share it.
 * DP / EDP gradient rings (:class:`RingPhases`): a ring of ``n`` ranks moves ``(n - 1) / n``
-  of the buffer over every ring edge, one chunk at a time in step order; with every rank in
-  step (symmetry) each edge carries one chunk at a time at the rate max-min gives it, so a
-  job is one flow per edge of ``(n - 1) / n x size`` bytes. Its path latency counts once,
-  as in the engine's rings: the sender of the slowest edge always holds its next chunk when
-  the last one drains, and NCCL-style rings send a chunk when the previous one has drained.
-  Jobs are flows in the representative pipeline's network, on the step's clock, beside its
-  pipeline sends (each standing for every DP replica's copy), so the rings of all stages, of
-  successive layers, and the pipeline sends share links fairly while they overlap, as in
-  full mode.
+  of the buffer over every ring edge, one chunk at a time in step order; each edge is a flow
+  of the chunks it may send, and each rank finishes when the chunks it needs have come round
+  (:class:`moesim.step.ringjob.RingJob`: behind a slow edge the ranks finish one after
+  another, as the engine's chunked rings do). Jobs are flows in the representative
+  pipeline's network, on the step's clock, beside its pipeline sends (each standing for
+  every DP replica's copy), so the rings of all stages, of successive layers, and the
+  pipeline sends share links fairly while they overlap, as in full mode. A reduce-scatter's
+  rings, joined by every rank at once, are copies of one ring (one flow per position); the
+  step's last all-gathers, joined by each rank after its own reduce-scatters and optimizer
+  step (:class:`moesim.step.ringjob.StageTail`), run each ring on its own.
 
 What a phase does not see: all-to-all traffic of other stages and of other kinds at the same
 time (an all-to-all beside a gradient ring or a pipeline send); full mode sees it. The tests
@@ -42,6 +43,7 @@ from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.fabric.blocks import BlockRouter
 from moesim.fabric.subfabric import GraphIndex
+from moesim.step.ringjob import RingJob
 
 
 def base_router(index: GraphIndex, stage_gpus: int) -> Router:
@@ -144,53 +146,53 @@ def _sender(a2a: AllToAll, rank: int) -> Callable[[simpy.Event], None]:
 
 
 class RingPhases:
-    """DP / EDP ring jobs of whole stages as flows on the step's clock (module docstring)."""
+    """DP / EDP ring jobs of whole stages as flows on the step's clock (module docstring),
+    each rank with its own finish time (:class:`moesim.step.ringjob.RingJob`)."""
 
     def __init__(self, net: FlowNetwork) -> None:
         assert isinstance(net.router, CopiesRouter)
         self.env = net.env
         self.router: CopiesRouter = net.router
         self.net = net
-        self._blocks: dict[tuple[str, int], np.ndarray] = {}
-        self.jobs: dict[tuple[str, int, int], simpy.Event] = {}
-        self._sent: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # stage -> jobs' flows
+        self._blocks: dict[tuple[str, int, bool], np.ndarray] = {}
+        self.jobs: dict[tuple[str, int, int], RingJob] = {}
+        self._sent: dict[int, list[tuple[np.ndarray, ...]]] = {}  # stage -> (src, dst, bytes)
 
     def join(self, kind: str, stage: int, item: int, size_bytes: float,
              rings: list[tuple[int, ...]]) -> simpy.Event:
         """The job ``kind`` (dp_rs, edp_ag, ...) of ``item`` over every ring of ``stage``
-        (``rings``, all of one length, in ring order); its event fires when it is done
-        (value: that time)."""
+        (``rings``, all of one length, in ring order), every rank joining now if the job is
+        new; its event fires when every rank is done (value: that time)."""
+        return self.job(kind, stage, item, size_bytes, rings, joined=True).done
+
+    def job(self, kind: str, stage: int, item: int, size_bytes: float,
+            rings: list[tuple[int, ...]], *, joined: bool) -> RingJob:
+        """The :class:`RingJob` of :meth:`join`, made if new (every rank joined at once if
+        ``joined``, else none: :meth:`RingJob.join` lets them in)."""
         key = (kind, stage, item)
         if key in self.jobs:
             return self.jobs[key]
         ring = kind.split("_")[0]
-        block = self._blocks.get((ring, stage))
-        if block is None:
-            block = self._blocks[(ring, stage)] = self.router.extend(
-                np.array(rings, dtype=np.int64).reshape(len(rings), -1))
-        ids = block
-        n = ids.size
-        done = self.jobs[key] = self.env.event()
-        if n < 2 or size_bytes <= 0:
-            done.succeed(self.env.now)
-            return done
-        gid, arrived = self.net.expect(n)
-        share = np.full(n, size_bytes * (n - 1) / n)
-        self.net.start(ids, np.roll(ids, -1), share, gid)
-        self._sent.setdefault(stage, []).append((ids, share))
-
-        def finish(_: simpy.Event) -> None:
-            done.succeed(self.env.now)
-
-        arrived.callbacks.append(finish)
-        return done
+        gpus = np.array(rings, dtype=np.int64).reshape(len(rings), -1)
+        block = self._blocks.get((ring, stage, joined))
+        if block is None:  # at once: the rings are copies; one by one: each ring its own
+            block = self._blocks[(ring, stage, joined)] = self.router.extend(
+                gpus if joined else gpus.reshape(1, -1)).reshape(-1, gpus.shape[1])
+        job = self.jobs[key] = RingJob(self.net, block, gpus, size_bytes)
+        n = gpus.shape[1]
+        if n > 1 and size_bytes > 0:
+            ends, share = block.ravel(), size_bytes * (n - 1) / n
+            self._sent.setdefault(stage, []).append(
+                (ends, np.roll(block, -1, axis=1).ravel(), np.full(ends.size, share)))
+        if joined:
+            job.join(np.ones(gpus.shape, dtype=bool))
+        return job
 
     def busiest_name(self, stage: int) -> str:
         """The :func:`busiest_link` of all of ``stage``'s ring jobs together ("" if none)."""
         sent = self._sent.get(stage)
         if not sent:
             return ""
-        ids = np.concatenate([i for i, _ in sent])
-        link = busiest_link(self.router, ids, np.concatenate([np.roll(i, -1) for i, _ in sent]),
-                            np.concatenate([b for _, b in sent]))
+        src, dst, size = (np.concatenate(part) for part in zip(*sent, strict=True))
+        link = busiest_link(self.router, src, dst, size)
         return self.router.fabric.link_name(link) if link >= 0 else ""

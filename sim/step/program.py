@@ -284,20 +284,19 @@ def _dp_tail(st: StepState, rank: int) -> Generated:
     dense, expert = plan.dense_params[stage], plan.expert_params[stage]
     if not st.spec.dp_overlap:
         st.reduce_grads(rank, -1, dense, expert)
-    yield from _wait(st, rank, "dp_exposed", st.env.all_of(st.pending[rank]))
     shard = dense / (lay.dp * lay.cp) + expert / lay.edp  # dense: over the DP x CP group
     opt_s = float(memory_bound_time_s(plan.gpu, shard * OPTIMIZER_BYTES_PER_PARAM,
                                       float(st.slowdown[rank])))
     # FP8 precisions quantise the rank's weights once per step (moesim.hardware.precision)
     opt_s += float(cast_time_s(plan.gpu, dense + expert, st.spec.compute_dtype,
                                float(st.slowdown[rank])))
+    sizes = [(kind, params * PARAM_BYTES) for kind, params in (("dp_ag", dense),
+                                                                ("edp_ag", expert)) if params]
+    st.begin_tail(rank, opt_s, sizes)
+    yield from _wait(st, rank, "dp_exposed", st.env.all_of(st.pending[rank]))
     st.time_s[rank, CATEGORIES.index("optimizer")] += opt_s
     yield st.env.timeout(opt_s)
-    gathers = [
-        st.join_ring(rank, kind, -1, params * PARAM_BYTES)
-        for kind, params in (("dp_ag", dense), ("edp_ag", expert))
-        if params
-    ]
+    gathers = [st.join_ring(rank, kind, -1, size_bytes) for kind, size_bytes in sizes]
     yield from _wait(st, rank, "dp_exposed", st.env.all_of(gathers))
 
 

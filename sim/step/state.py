@@ -143,6 +143,12 @@ class StepState:
         ring.start_rank(local)
         return ring.rank_done[local]
 
+    def begin_tail(self, rank: int, opt_s: float, gathers: list[tuple[str, float]]) -> None:
+        """``rank`` starts its DP tail (every reduce-scatter joined): it will wait for them,
+        step its optimizer for ``opt_s`` and join the all-gathers ``gathers`` ((kind, bytes)).
+        A state whose ``rank`` stands for other ranks starts their tails here (fast mode's
+        phases); nothing here."""
+
     def reduce_grads(self, rank: int, item: int, dense: int, expert: int) -> None:
         """Start the gradient reduce-scatters of ``item`` (a layer, or -1 - vstage)."""
         for kind, params in (("dp_rs", dense), ("edp_rs", expert)):
