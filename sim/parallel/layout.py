@@ -25,7 +25,7 @@ different tokens; with etp=2 the EP group of rank 0 would be {0,2,4,6}.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,11 +36,14 @@ from moesim.parallel.stages import LAYOUT_FIELD, check_layout_stages, parse_layo
 if TYPE_CHECKING:
     from moesim.model.config import ModelConfig
 
-DEGREES = ("tp", "pp", "vpp", "ep", "etp", "cp", "dp")
-"""The parallel degrees (positive integers); the other fields split layers over stages."""
 DENSE_KINDS = ("tp", "cp", "dp", "pp")
 EXPERT_KINDS = ("etp", "ep", "edp", "pp")
 GROUP_KINDS = ("tp", "cp", "dp", "pp", "ep", "etp", "edp")
+
+
+def _degree() -> Any:
+    """A parallel degree: a positive integer, 1 (none) by default; :data:`DEGREES` lists them."""
+    return field(default=1, metadata={"degree": True})
 
 
 @dataclass(frozen=True)
@@ -49,13 +52,13 @@ class ParallelLayout:
     over the (virtual) pipeline stages: Megatron-Core's ``TransformerConfig`` options, unset by
     default (0, False, ""): :mod:`moesim.parallel.stages`."""
 
-    tp: int = 1
-    pp: int = 1
-    vpp: int = 1
-    ep: int = 1
-    etp: int = 1
-    cp: int = 1
-    dp: int = 1
+    tp: int = _degree()
+    pp: int = _degree()
+    vpp: int = _degree()
+    ep: int = _degree()
+    etp: int = _degree()
+    cp: int = _degree()
+    dp: int = _degree()
     num_layers_in_first_pipeline_stage: int = 0  # --decoder-first-pipeline-num-layers
     num_layers_in_last_pipeline_stage: int = 0  # --decoder-last-pipeline-num-layers
     account_for_embedding_in_pipeline_split: bool = False
@@ -139,6 +142,10 @@ class ParallelLayout:
             for c in range(self.vpp):
                 counts[c * self.pp + s] = n // self.vpp + (1 if c < n % self.vpp else 0)
         return tuple(counts)
+
+    def degrees(self) -> dict[str, int]:
+        """The parallel degrees by name, in field order (what records and reports show)."""
+        return {name: getattr(self, name) for name in DEGREES}
 
     @property
     def world_size(self) -> int:
@@ -313,6 +320,10 @@ class ParallelLayout:
         if self.vpp > 1:
             args += ["--num-virtual-stages-per-pipeline-rank", str(self.vpp)]
         return args
+
+
+DEGREES = tuple(f.name for f in fields(ParallelLayout) if f.metadata.get("degree"))
+"""The parallel degrees (``tp pp vpp ep etp cp dp``); the other fields split layers over stages."""
 
 
 def _check_divides(field: str, degree: int, what: str, value: int) -> None:

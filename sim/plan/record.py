@@ -68,8 +68,7 @@ def tied(res: DesignResult, a: Ranked, b: Ranked) -> bool | None:
 
 
 def _layout(r: Ranked) -> dict[str, int]:
-    lay = r.cand.layout
-    return {k: getattr(lay, k) for k in ("tp", "pp", "vpp", "ep", "etp", "cp", "dp")}
+    return r.cand.layout.degrees()
 
 
 def _mem(r: Ranked) -> dict[str, float] | None:

@@ -54,7 +54,7 @@ def step_scenario(spec: DesignSpec, model: ModelConfig, cand: Candidate, fabric:
         "model": _model_value(spec, model), "hardware": {"gpu": spec.gpu},
         "fabric": {"preset": fabric.preset, "params": dict(fabric.params),
                    "multipath": fabric.multipath, "batch_window_rel": fabric.batch_window_rel},
-        "layout": {k: getattr(lay, k) for k in ("tp", "pp", "vpp", "ep", "etp", "cp", "dp")},
+        "layout": lay.degrees(),
         "schedule": cand.schedule,
         "workload": {"global_batch": cand.global_batch, "micro_batch_size": spec.micro_batch_size,
                      "seq_len": spec.seq_len,

@@ -58,7 +58,7 @@ def scenario_setting(scn: Scenario, mode: str) -> dict[str, Any]:
         "gpu": scn.gpu,
         "fabric": scn.fabric.preset,
         "world_size": lay.world_size,
-        "layout": {k: getattr(lay, k) for k in ("tp", "pp", "vpp", "ep", "etp", "cp", "dp")},
+        "layout": lay.degrees(),
         "edp": lay.edp,
         "schedule": scn.schedule if mode != "group" else None,
         "microbatches": wl.microbatches(lay.dp),
