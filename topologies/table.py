@@ -109,6 +109,7 @@ class LinkGraph:
         self._attrs: dict[str, dict[str, Any]] = {}
         self._rows: list[Link] = []  # full-duplex links (``_duplex``) or directed edges
         self._duplex = True
+        self._pick: tuple[LinkGraph, np.ndarray] | None = None  # a subgraph's links, unread
         self.nodes = NodeView(self._attrs)
         self.edges = EdgeView(self)
 
@@ -140,8 +141,19 @@ class LinkGraph:
         for cached in ("names", "index", "columns"):
             self.__dict__.pop(cached, None)
 
+    def _read_pick(self) -> None:
+        """A subgraph's links (:meth:`subgraph`) as its directed rows, on first use."""
+        if self._pick is None:
+            return
+        parent, links = self._pick
+        names, cols = parent.names, parent.columns
+        self._rows = [(names[int(cols.src[i])], names[int(cols.dst[i])], cols.bw_GBps[i],
+                       cols.latency_ns[i], cols.tier[i]) for i in links.tolist()]
+        self._pick = None
+
     def _directed(self) -> Iterator[Link]:
         """Every directed edge in the order it was added."""
+        self._read_pick()
         if not self._duplex:
             return iter(self._rows)
         return (edge for u, v, bw, lat, tier in self._rows
@@ -160,6 +172,7 @@ class LinkGraph:
     def columns(self) -> LinkColumns:
         """The directed links in networkx's order (:class:`LinkColumns`). A link added again
         keeps its first place and takes the later attributes, as networkx does."""
+        self._read_pick()
         index, rows = self.index, self._rows
         u = np.array([index[row[0]] for row in rows], dtype=np.int64)
         v = np.array([index[row[1]] for row in rows], dtype=np.int64)
@@ -221,16 +234,15 @@ class LinkGraph:
 
     def subgraph(self, nodes: Iterable[str]) -> LinkGraph:
         """The nodes ``nodes`` (in this graph's order; attribute dicts shared, as a networkx
-        subgraph view shares them) and the links between them: a new, read-only graph."""
+        subgraph view shares them) and the links between them (read when first asked): a
+        new, read-only graph."""
         keep = np.zeros(len(self._attrs), dtype=bool)
         keep[np.array([self.index[n] for n in nodes], dtype=np.int64)] = True
         names, cols = self.names, self.columns
         out = LinkGraph(**self.graph)
         out._attrs.update((names[i], self._attrs[names[i]]) for i in np.flatnonzero(keep))
-        out._rows = [(names[int(cols.src[i])], names[int(cols.dst[i])], cols.bw_GBps[i],
-                      cols.latency_ns[i], cols.tier[i])
-                     for i in np.flatnonzero(keep[cols.src] & keep[cols.dst]).tolist()]
         out._duplex = False
+        out._pick = (self, np.flatnonzero(keep[cols.src] & keep[cols.dst]))
         return out
 
     def to_networkx(self) -> nx.DiGraph:

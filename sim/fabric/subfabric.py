@@ -33,6 +33,7 @@ import numpy as np
 from moesim.engine.fabric import Fabric, LinkTable, link_table
 from moesim.engine.pxn import PxnRouter
 from moesim.engine.routing import Router, RouteSet
+from moesim.errors import FabricError
 from moesim.fabric.build import derating, fabric_for
 from moesim.fabric.spec import FabricSpec
 
@@ -141,10 +142,14 @@ class GraphIndex:
         local_of = np.full(self.n_gpus, -1, dtype=np.int64)
         local_of[gpu_ids] = np.arange(gpu_ids.size)
         table = self._table
-        tiers = set(table.tier_key[table.within(keep)].tolist())
+        links = table.within(keep)
+        if not links.size:
+            raise FabricError("fabric has no links")
+        table.check(links)
+        tiers = set(table.tier_key[links].tolist())
         view = self.graph.subgraph(table.names[i] for i in np.flatnonzero(keep).tolist())
-        fabric = table.fabric(keep, self._gpu_index[gpu_ids],
-                              derating(tiers, self.graph, self.gpu, self.spec.derate), view)
+        fabric = table.build(links, keep, self._gpu_index[gpu_ids],
+                             derating(tiers, self.graph, self.gpu, self.spec.derate), view)
         return MappedRouter(Router(fabric, self.spec.multipath), local_of)
 
     def whole(self) -> MappedRouter:

@@ -68,12 +68,12 @@ from moesim.errors import ConfigError
 from moesim.fabric.build import build_table
 from moesim.fabric.subfabric import GraphIndex, MappedRouter
 from moesim.parallel.layout import ParallelLayout
-from moesim.router import RoutingResult
 from moesim.schedule.ops import ScheduleOps
 from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
 from moesim.step.fused_layer import FusedLayer, LinkClock, NotAlone, StageGroups, sends_apart
 from moesim.step.groups import ring_group
-from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan, route_layer
+from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan
+from moesim.step.routing_ahead import RoutingAhead
 from moesim.step.simulate import simulate_ranks
 from moesim.step.spec import StepSpec
 from moesim.step.state import CATEGORIES, StepState
@@ -252,28 +252,15 @@ def representative_ranks(lay: ParallelLayout) -> list[int]:
                   for p in range(lay.pp) for c in range(lay.cp) for t in range(lay.tp))
 
 
-def reused_routing(spec: StepSpec, draws: int | None) -> Route:
-    """A ``route`` for :func:`moesim.step.plan.build_plan` under which MoE layer k (in model
-    order) takes the routing of MoE layer k mod ``draws`` (drawn once; layers that share a
-    routing share its cost table too); ``None``: every layer drawn (:func:`route_layer`)."""
-    if draws is None:
-        return route_layer
-    moe = [i for i, is_moe in enumerate(spec.model.moe_layers) if is_moe]
-    source = {layer: moe[k % draws] for k, layer in enumerate(moe)}
-    drawn: dict[int, RoutingResult] = {}
-
-    def reused(s: StepSpec, layer: int) -> RoutingResult:
-        first = source.get(layer, layer)
-        if first not in drawn:
-            drawn[first] = route_layer(s, first)
-        return drawn[first]
-
-    return reused
-
-
-def fast_plan(spec: StepSpec, routing_draws: int | None = None) -> StepPlan:
-    """:func:`moesim.step.plan.build_plan` with ``routing_draws`` distinct routings."""
-    return build_plan(spec, reused_routing(spec, routing_draws))
+def fast_plan(spec: StepSpec, routing_draws: int | None = None,
+              route: Route | None = None) -> StepPlan:
+    """:func:`moesim.step.plan.build_plan` with ``routing_draws`` distinct routings, drawn
+    ahead in worker threads (:class:`moesim.step.routing_ahead.RoutingAhead`) unless ``route``
+    is given."""
+    if route is not None:
+        return build_plan(spec, route)
+    with RoutingAhead(spec, routing_draws) as ahead:
+        return build_plan(spec, ahead)
 
 
 def prepare(spec: StepSpec) -> tuple[GraphIndex, list[int]]:
@@ -323,7 +310,14 @@ def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
     """Run the representative pipeline of ``spec``; (finished state, its ranks). ``fuse_tp``:
     TP / CP layers (:func:`layers_fused`, with ``fuse_moe``) or else TP / ETP rings
     (:func:`rings_alone`) in closed form; off: every TP / CP transfer a flow. A closed form
-    that finds two transfers on one link at once (:class:`NotAlone`) runs again with flows."""
+    that finds two transfers on one link at once (:class:`NotAlone`) runs again with flows.
+    MoE layers route in worker threads from the start, beside the fabric build."""
+    with RoutingAhead(spec, routing_draws) as route:
+        return _simulate(spec, route, fuse_moe, fuse_tp)
+
+
+def _simulate(spec: StepSpec, route: Route, fuse_moe: bool, fuse_tp: bool
+              ) -> tuple[FastState, list[int]]:
     index, ranks = prepare(spec)
     ops = spec.ops()
     router = index.router(ranks)
@@ -332,18 +326,18 @@ def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
     layers = fuse_tp and fuse_moe and layers_fused(spec, ops, apart)
     alone = fuse_tp and not layers and rings_alone(spec, ops, apart)
     try:
-        return _run(spec, routing_draws, index, (ranks, router), ops, fuse_moe, alone, layers)
+        return _run(spec, route, index, (ranks, router), ops, fuse_moe, alone, layers)
     except NotAlone:
-        return _run(spec, routing_draws, index, (ranks, router), ops, fuse_moe, False, False)
+        return _run(spec, route, index, (ranks, router), ops, fuse_moe, False, False)
 
 
-def _run(spec: StepSpec, routing_draws: int | None, index: GraphIndex,
+def _run(spec: StepSpec, route: Route, index: GraphIndex,
          ranks_router: tuple[list[int], Router], ops: ScheduleOps, fuse_moe: bool,
          rings: bool, layers: bool) -> tuple[FastState, list[int]]:
     ranks, router = ranks_router
     net = FlowNetwork(simpy.Environment(), router,
                       batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)
-    st = FastState(spec, fast_plan(spec, routing_draws), ops, net,
+    st = FastState(spec, fast_plan(spec, route=route), ops, net,
                    *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe,
                    fuse_tp=rings, fuse_layers=layers)
     simulate_ranks(st, ranks)

@@ -1,0 +1,78 @@
+"""Fast mode's MoE layer routings, drawn ahead in worker threads while the rest is set up.
+
+A layer's routing is a pure function of (spec, layer): :func:`moesim.step.plan.route_layer`
+draws it from its own random stream (:mod:`moesim.router.streams`), so layers drawn in any
+order, on any thread, give the same arrays bit for bit. numpy releases the GIL in the heavy
+parts of a draw (the random integers, element-wise passes, gathers), so on a machine with a
+second core the layers route beside the fabric build and each other. :class:`RoutingAhead`
+starts every distinct layer's routing at once (``threads`` workers, in model order) and hands
+each out when :func:`moesim.step.plan.build_plan` asks, in its order; an error raised while
+routing a layer is raised there, as a serial run would raise it.
+
+``routing_draws = R`` (fast mode) reuses the routing of the first ``R`` MoE layers cyclically
+(a stationary router); ``None`` draws every MoE layer, as full mode does.
+
+Measured (benchmarks/bench_step.py --cli, 9,216 GPUs, every MoE layer routed: 60 layers of
+about 22 ms of CPU each): see benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+
+from moesim.router import RoutingResult
+from moesim.step.plan import route_layer
+from moesim.step.spec import StepSpec
+
+ROUTING_THREADS = 2
+"""Worker threads at most (each layer in flight holds ~30 MB of scratch at EP64 x 4096
+tokens per rank); fewer where fewer cores are ours."""
+
+
+def routing_threads() -> int:
+    """Workers for :class:`RoutingAhead`: ``ROUTING_THREADS``, at most the usable cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(ROUTING_THREADS, cores or 1))
+
+
+class RoutingAhead:
+    """A ``Route`` (:data:`moesim.step.plan.Route`) for ``spec`` whose MoE layers route ahead
+    (module docstring); a context manager that cancels what was not asked for on exit."""
+
+    def __init__(self, spec: StepSpec, draws: int | None = None,
+                 threads: int | None = None) -> None:
+        moe = [i for i, is_moe in enumerate(spec.model.moe_layers) if is_moe]
+        self.spec = spec
+        self.source = {layer: moe[k % draws] if draws else layer for k, layer in enumerate(moe)}
+        self.drawn: dict[int, RoutingResult] = {}
+        self.ahead: dict[int, Future[RoutingResult]] = {}
+        workers = routing_threads() if threads is None else threads
+        firsts = list(dict.fromkeys(self.source.values()))
+        if workers > 1 and len(firsts) > 1:
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="moesim-routing")
+            self.ahead = {layer: pool.submit(route_layer, spec, layer) for layer in firsts}
+            pool.shutdown(wait=False)
+
+    def __call__(self, spec: StepSpec, layer: int) -> RoutingResult:
+        first = self.source.get(layer, layer)
+        if first not in self.drawn:
+            future = self.ahead.pop(first, None)
+            if future is None or spec is not self.spec:
+                self.drawn[first] = route_layer(spec, first)
+            else:
+                self.drawn[first] = future.result()
+        return self.drawn[first]
+
+    def cancel(self) -> None:
+        """Drop the routings not started yet (an error ended the step early)."""
+        for future in self.ahead.values():
+            future.cancel()
+
+    def __enter__(self) -> RoutingAhead:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.cancel()
