@@ -103,7 +103,8 @@ class Router:
         """Padded (links, weights), one row per pair; pairs come sorted by destination."""
         fab = self.fabric
         blocks: list[tuple[np.ndarray, np.ndarray]] = []
-        uniq = np.unique(dsts)
+        ordered = np.sort(dsts)  # np.unique's values without its numpy.ma import (25 ms)
+        uniq = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
         step = self._links.block_size()
         for i in range(0, uniq.size, step):
             block = uniq[i : i + step]

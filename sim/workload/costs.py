@@ -202,7 +202,7 @@ def _experts_by_rank(
     starts = np.cumsum(counts) - counts
     out = np.empty(n)
     slow = np.asarray(slowdown, dtype=float)[:n]
-    for count in np.unique(counts):
+    for count in sorted(set(counts.tolist())):  # not np.unique: it imports numpy.ma
         ranks = np.flatnonzero(counts == count)
         ids = order[starts[ranks][:, None] + np.arange(count)[None, :]]
         out[ranks] = experts_ranks_s(shape, gpu, load[ids], slow[ranks], backward)
