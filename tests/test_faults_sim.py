@@ -25,12 +25,13 @@ def _scenario(faults: tuple = ()) -> GroupSpec:
     fabric = FabricSpec(
         preset="rail-h800-64", params=(("hosts", 2), ("spines", 2)), multipath="ecmp", faults=faults
     )
-    work = GroupWorkload(ep=16, layers=1, tokens_per_rank=1024, backward=False)
+    work = GroupWorkload(layers=1, tokens_per_rank=1024, backward=False)
     return GroupSpec(
         name="faults",
         model=get_model("deepseek-v3"),
         gpu="H800",
         fabric=fabric,
+        ep=16,
         workload=work,
         router=RouterConfig(kind="uniform"),
         seed=3,

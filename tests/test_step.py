@@ -64,8 +64,8 @@ def test_pp1_m1_equals_moe_stack_simulation() -> None:
     spec = _spec(ParallelLayout(ep=8, dp=8), lm_head=False, dp_overlap=False,
                  recompute="none")  # the MoE-stack simulation recomputes nothing
     scn = GroupSpec(
-        name="eq", model=spec.model, gpu="H100", fabric=DEFAULT_FABRIC,
-        workload=GroupWorkload(ep=8, layers=4, tokens_per_rank=SEQ, seq_len=SEQ),
+        name="eq", model=spec.model, gpu="H100", fabric=DEFAULT_FABRIC, ep=8,
+        workload=GroupWorkload(layers=4, tokens_per_rank=SEQ, seq_len=SEQ),
         seed=spec.seed,
     )
     stack = simulate(scn)

@@ -54,7 +54,7 @@ def route_layers(scn: GroupSpec, router: RouterConfig) -> list[RoutingResult]:
         route_tokens(
             router,
             tokens_per_rank=wl.tokens_per_rank,
-            n_ranks=wl.ep,
+            n_ranks=scn.ep,
             n_experts=m.n_routed_experts,
             top_k=m.top_k,
             seed=scn.seed,
@@ -83,11 +83,11 @@ def simulate(
     fabric = fabric_for(
         graph if graph is not None else build_graph(scn.fabric), gpu.name, scn.fabric.derate
     )
-    gpus = np.array(scn.workload.gpu_ids(), dtype=np.int64)
+    gpus = np.array(scn.placement.gpu_ids(scn.ep), dtype=np.int64)
     if gpus.max() >= fabric.n_gpus:
-        wl = scn.workload
+        first = scn.placement.first_gpu >= fabric.n_gpus
         raise ConfigError(
-            "workload.first_gpu" if wl.first_gpu >= fabric.n_gpus else "workload.gpu_stride",
+            "placement.first_gpu" if first else "placement.gpu_stride",
             f"EP group needs GPU {int(gpus.max())} but the fabric has {fabric.n_gpus} GPUs",
         )
     check_slow_gpus(scn.slow_gpus, fabric.n_gpus)

@@ -16,7 +16,7 @@ from moesim.results.result import Result
 from moesim.runner.group_run import run_group
 from moesim.runner.specs import spec_for
 from moesim.scenario.schema import GroupSpec
-from moesim.scenario.spec import Scenario, named_as_written
+from moesim.scenario.spec import Scenario
 from moesim.step.run import StepResult, run_step
 
 
@@ -30,8 +30,7 @@ def run_scenario(scn: Scenario, mode: str | None = None, seed: int | None = None
     spec = spec_for(scn, mode)
     setting = scenario_setting(scn, mode)
     if isinstance(spec, GroupSpec):
-        with named_as_written():
-            return run_group(spec, setting, timeline)
+        return run_group(spec, setting, timeline)
     return step_result(scn, mode, run_step(spec, mode=mode))
 
 

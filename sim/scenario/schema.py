@@ -13,9 +13,8 @@ from moesim.workload.costs import WIRE_DTYPES
 
 @dataclass(frozen=True)
 class GroupWorkload:
-    """One micro-batch through ``layers`` MoE layers on one EP group of ``ep`` ranks."""
+    """One micro-batch through ``layers`` MoE layers of one EP group."""
 
-    ep: int = 8
     layers: int = 4
     tokens_per_rank: int = 4096
     seq_len: int = 4096
@@ -23,23 +22,35 @@ class GroupWorkload:
     combine_dtype: str = "bf16"
     dedup: bool = True  # DeepEP sends a token once per destination rank
     backward: bool = True
-    first_gpu: int = 0
-    gpu_stride: int = 1  # EP rank r runs on GPU first_gpu + r * gpu_stride
 
     def __post_init__(self) -> None:
-        for name in ("ep", "layers", "tokens_per_rank", "seq_len", "gpu_stride"):
+        for name in ("layers", "tokens_per_rank", "seq_len"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"workload.{name}", "must be >= 1")
-        if self.first_gpu < 0:
-            raise ConfigError("workload.first_gpu", "must be >= 0")
         for name in ("dispatch_dtype", "combine_dtype"):
             if getattr(self, name) not in WIRE_DTYPES:
                 raise ConfigError(
                     f"workload.{name}", f"unknown '{getattr(self, name)}'; allowed: fp8, bf16"
                 )
 
-    def gpu_ids(self) -> list[int]:
-        return [self.first_gpu + r * self.gpu_stride for r in range(self.ep)]
+
+@dataclass(frozen=True)
+class Placement:
+    """Group mode only: EP rank r runs on GPU ``first_gpu + r * gpu_stride`` (full and fast
+    modes run rank r on GPU r)."""
+
+    first_gpu: int = 0
+    gpu_stride: int = 1
+
+    def __post_init__(self) -> None:
+        if self.first_gpu < 0:
+            raise ConfigError("placement.first_gpu", "must be >= 0")
+        if self.gpu_stride < 1:
+            raise ConfigError("placement.gpu_stride", "must be >= 1")
+
+    def gpu_ids(self, ranks: int) -> list[int]:
+        """The GPU of each of ``ranks`` EP ranks."""
+        return [self.first_gpu + r * self.gpu_stride for r in range(ranks)]
 
 
 @dataclass(frozen=True)
@@ -59,16 +70,19 @@ class Setting:
 
 @dataclass(frozen=True)
 class GroupSpec(Setting):
-    """Everything one group-mode run needs: the setting and one EP group's workload."""
+    """Everything one group-mode run needs: the setting, the EP group's size (the layout's
+    ``ep``), its workload and where its ranks run."""
 
+    ep: int = 8
     workload: GroupWorkload = field(default_factory=GroupWorkload)
+    placement: Placement = field(default_factory=Placement)
 
     def __post_init__(self) -> None:
         wl, model = self.workload, self.model
-        if model.n_routed_experts % wl.ep:
+        if self.ep < 1 or model.n_routed_experts % self.ep:
             raise ConfigError(
-                "workload.ep",
-                f"{model.n_routed_experts} experts do not divide over ep={wl.ep}; "
+                "layout.ep",
+                f"{model.n_routed_experts} experts do not divide over ep={self.ep}; "
                 f"ep must divide {model.n_routed_experts}",
             )
         if wl.layers > model.n_moe_layers:

@@ -20,43 +20,25 @@ its DP tail and LM head included; :func:`moesim.runner.specs.step_spec` builds i
 >>> from moesim.model import get_model
 >>> s = Scenario(name="demo", model=get_model("mixtral-8x7b"), mode="group",
 ...              layout=ParallelLayout(ep=8, dp=8), workload=Workload(layers=2))
->>> (s.group_spec().workload.ep, s.group_spec().workload.layers, s.cut_model().num_layers)
+>>> (s.group_spec().ep, s.group_spec().workload.layers, s.cut_model().num_layers)
 (8, 2, 2)
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from moesim.errors import ConfigError
 from moesim.io import check_limit
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
-from moesim.scenario.schema import GroupSpec, GroupWorkload, Setting
+from moesim.scenario.schema import GroupSpec, GroupWorkload, Placement, Setting
 from moesim.workload.costs import WIRE_DTYPES
 
 SCENARIO_VERSION = 2
 MODES = ("full", "fast", "group")
 GROUP_ONLY_LAYOUT = ("tp", "pp", "vpp", "cp", "etp")
-
-
-GROUP_FIELDS = {"workload.ep": "layout.ep", "workload.first_gpu": "placement.first_gpu",
-                "workload.gpu_stride": "placement.gpu_stride"}
-"""The group simulator's input names a few fields otherwise than the scenario file does."""
-
-
-@contextmanager
-def named_as_written() -> Iterator[None]:
-    """A ConfigError of the group simulator's input names the field as the file spells it."""
-    try:
-        yield
-    except ConfigError as exc:
-        if exc.field in GROUP_FIELDS:
-            raise ConfigError(GROUP_FIELDS[exc.field], exc.problem) from exc
-        raise
 
 
 @dataclass(frozen=True)
@@ -112,15 +94,6 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class Placement:
-    """Group mode only: EP rank r runs on GPU ``first_gpu + r * gpu_stride`` (full and fast
-    modes run rank r on GPU r)."""
-
-    first_gpu: int = 0
-    gpu_stride: int = 1
-
-
-@dataclass(frozen=True)
 class Scenario(Setting):
     """One scenario of the one language (see the module docstring): the setting (name, model,
     GPU, fabric, router, slowed GPUs, seed, description) and how it is laid out and run."""
@@ -167,16 +140,13 @@ class Scenario(Setting):
                                   "only (use mode full or fast)")
         if self.schedule != "1f1b":
             raise ConfigError("schedule", "mode group replays the layers in order: 1f1b")
-        with named_as_written():
-            return GroupSpec(
-                name=self.name, model=self.model, gpu=self.gpu, fabric=self.fabric,
-                workload=GroupWorkload(
-                    ep=lay.ep, layers=self.model.n_moe_layers if wl.layers is None else wl.layers,
-                    tokens_per_rank=wl.tokens_per_rank or wl.micro_batch_size * wl.seq_len,
-                    seq_len=wl.seq_len,
-                    dispatch_dtype=wl.dispatch_dtype, combine_dtype=wl.combine_dtype,
-                    dedup=wl.dedup, backward=wl.backward, first_gpu=self.placement.first_gpu,
-                    gpu_stride=self.placement.gpu_stride),
-                router=self.router, slow_gpus=self.slow_gpus, seed=self.seed,
-                description=self.description,
-            )
+        return GroupSpec(
+            name=self.name, model=self.model, gpu=self.gpu, fabric=self.fabric, ep=lay.ep,
+            workload=GroupWorkload(
+                layers=self.model.n_moe_layers if wl.layers is None else wl.layers,
+                tokens_per_rank=wl.tokens_per_rank or wl.micro_batch_size * wl.seq_len,
+                seq_len=wl.seq_len, dispatch_dtype=wl.dispatch_dtype,
+                combine_dtype=wl.combine_dtype, dedup=wl.dedup, backward=wl.backward),
+            placement=self.placement, router=self.router, slow_gpus=self.slow_gpus,
+            seed=self.seed, description=self.description,
+        )
