@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import resource
 import signal
 import statistics
@@ -154,26 +155,44 @@ workload: {{global_batch: {batch}, micro_batch_size: 1, seq_len: 4096}}
 """
 
 
-def time_cli(spec: StepSpec, gpus: int, gpu: str, repeats: int) -> None:
+CLI = ("import sys\nimport moesim.step.routing_ahead as ahead\n"
+       "ahead.ROUTING_THREADS = {threads}\nfrom moesim.cli.main import main\n"
+       "sys.argv = ['moesim', 'step', {path!r}, '-q']\nmain()\n")
+"""``moesim step`` with ``--routing-threads`` workers routing MoE layers ahead (the CLI's own
+default is :data:`moesim.step.routing_ahead.ROUTING_THREADS`)."""
+
+
+def time_cli(spec: StepSpec, gpus: int, gpu: str, repeats: int, threads: int | None = None,
+             pyc: bool = False) -> None:
     """Time whole ``moesim step`` processes (import, scenario, fabric, every MoE layer routed,
-    report) on ``spec`` written as a scenario; print each wall time and the median."""
+    report) on ``spec`` written as a scenario; print each wall time and the median.
+    ``threads``: routing workers (default: the CLI's). ``pyc``: with a bytecode cache, warmed
+    by one untimed run, as an installed package has (this machine sets
+    PYTHONDONTWRITEBYTECODE, so by default every process compiles moesim)."""
     text = SCENARIO.format(gpus=gpus, gpu=gpu, hosts=gpus // 8, pp=PP, ep=EP,
                            dp=spec.layout.dp, batch=spec.microbatches * spec.layout.dp)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.yaml"
         path.write_text(text)
+        cmd = ([sys.executable, "-m", "moesim.cli", "step", str(path), "-q"] if threads is None
+               else [sys.executable, "-c", CLI.format(threads=threads, path=str(path))])
+        env = dict(os.environ)
+        if pyc:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pyc")
+            subprocess.run(cmd, check=True, capture_output=True, env=env)
         walls, cpus = [], []
         for _ in range(repeats):
             t0, c0 = time.perf_counter(), _children_cpu_s()
-            out = subprocess.run([sys.executable, "-m", "moesim.cli", "step", str(path), "-q"],
-                                 check=True, capture_output=True, text=True).stdout
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
             walls.append(time.perf_counter() - t0)
             cpus.append(_children_cpu_s() - c0)
             step = next(line for line in out.splitlines() if "step time" in line)
             print(f"  whole process {walls[-1]:.2f} s  cpu {cpus[-1]:.2f} s  "
                   f"{' '.join(step.split())}")
     print(f"median {statistics.median(walls):.2f} s  min {min(walls):.2f} s  "
-          f"cpu median {statistics.median(cpus):.2f} s  (moesim step)")
+          f"cpu median {statistics.median(cpus):.2f} s  (moesim step{', bytecode cache' * pyc}"
+          f"{f', {threads} routing threads' if threads else ''}; load {os.getloadavg()[0]:.1f})")
 
 
 def _children_cpu_s() -> float:
@@ -223,6 +242,10 @@ def main() -> None:
     ap.add_argument("--cli", action="store_true",
                     help="time whole `moesim step` processes on the 1t step as a scenario "
                     "(fast mode, every MoE layer routed) instead of run_step in this process")
+    ap.add_argument("--routing-threads", type=int, default=None,
+                    help="--cli: workers routing MoE layers ahead (default: the CLI's, 2)")
+    ap.add_argument("--pyc", action="store_true",
+                    help="--cli: with a warmed bytecode cache (as an installed package)")
     args = ap.parse_args()
     if args.cli and (args.shape != "1t" or args.mode != "fast" or args.layers):
         ap.error("--cli times the default fast 1t step only")
@@ -231,7 +254,7 @@ def main() -> None:
     print(f"{args.mode}: {args.gpus} GPUs, {spec.layout}, {spec.microbatches} micro-batches, "
           f"{spec.model.num_layers} layers")
     if args.cli:
-        time_cli(spec, args.gpus, args.gpu, args.repeats)
+        time_cli(spec, args.gpus, args.gpu, args.repeats, args.routing_threads, args.pyc)
         return
     walls: list[float] = []
     cpus: list[float] = []

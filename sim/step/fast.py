@@ -69,9 +69,9 @@ from moesim.fabric.build import build_table
 from moesim.fabric.subfabric import GraphIndex, MappedRouter
 from moesim.parallel.layout import ParallelLayout
 from moesim.schedule.ops import ScheduleOps
-from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs, ring_pairs
+from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs
+from moesim.step.fast_routes import HostRoutesAhead, host_router
 from moesim.step.fused_layer import FusedLayer, LinkClock, NotAlone, StageGroups, sends_apart
-from moesim.step.groups import ring_group
 from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan
 from moesim.step.routing_ahead import RoutingAhead
 from moesim.step.simulate import simulate_ranks
@@ -125,6 +125,7 @@ class FastState(StepState):
     ring_timers: dict[int, HostRingTimer] = field(default_factory=dict)
     host_routers: dict[int, MappedRouter] = field(default_factory=dict)
     host_rings: dict[int, RingPairs] = field(default_factory=dict)
+    ahead: HostRoutesAhead | None = field(default=None, kw_only=True)  # fast_routes.py
     a2a_timing: dict[tuple[int, int, str], tuple[np.ndarray, float]] = field(
         default_factory=dict)  # (group, layer, phase) -> (release offsets, end)
     group_gpus: dict[int, np.ndarray] = field(default_factory=dict)  # EP group (1st rank) -> GPUs
@@ -163,11 +164,14 @@ class FastState(StepState):
         timing = self.a2a_timing.get(key)
         if timing is None:
             timer = self.a2a_timers.get(key[0])
+            if timer is None and self.ahead is not None:
+                timer = self.ahead.timer(key[0])
             if timer is None:
                 host = self._host_router(rank)
                 # another rep rank's group on the host: the pipeline's sub-fabric holds them all
                 router: Router = host if (host.local_of[gpus] >= 0).all() else self.net.router
-                timer = self.a2a_timers[key[0]] = A2ATimer(router, gpus)
+                timer = A2ATimer(router, gpus)
+            self.a2a_timers[key[0]] = timer
             offsets = self._offsets(layer, phase, gpus)
             timing = self.a2a_timing[key] = (offsets,
                                              timer.time_s(layer.a2a_bytes[phase], offsets))
@@ -229,21 +233,14 @@ class FastState(StepState):
         return self.ring_timers[host].join(kind, item, size_bytes)
 
     def _host_router(self, rank: int) -> MappedRouter:
-        """One sub-fabric per host of the pipeline: its ring pairs and ``rank``'s EP group."""
+        """One sub-fabric per host of the pipeline: its ring pairs and ``rank``'s EP group
+        (:func:`moesim.step.fast_routes.host_router`; built ahead where it can be)."""
         host = self.index.host_of(rank)
         if host not in self.host_routers:
-            stage = self.coords[rank]["pp"]
-            ranks = [g for g in self._host_gpus(host) if self.coords[g]["pp"] == stage]
-            rp = self.host_rings[host] = ring_pairs(
-                ranks or [rank], lambda ring, r: ring_group(self.spec.layout, ring, r))
-            self.host_routers[host] = self.index.router(rp.ends + list(self.ep_group[rank]))
+            built = None if self.ahead is None else self.ahead.route(host)
+            self.host_routers[host], self.host_rings[host] = built or host_router(
+                self.index, self.spec, lambda g: self.coords[g]["pp"], self.ep_group[rank], rank)
         return self.host_routers[host]
-
-    def _host_gpus(self, host: int) -> list[int]:
-        idx = self.index
-        return sorted(int(idx.graph.nodes[n]["gpu"]) for n in idx.host_nodes.get(host, [])
-                      if idx.graph.nodes[n].get("kind") == "gpu"
-                      and int(idx.graph.nodes[n]["gpu"]) < self.spec.layout.world_size)
 
 
 def representative_ranks(lay: ParallelLayout) -> list[int]:
@@ -325,20 +322,23 @@ def _simulate(spec: StepSpec, route: Route, fuse_moe: bool, fuse_tp: bool
              and sends_apart(spec.layout, router))
     layers = fuse_tp and fuse_moe and layers_fused(spec, ops, apart)
     alone = fuse_tp and not layers and rings_alone(spec, ops, apart)
+    ahead = HostRoutesAhead(index, spec, ranks)
     try:
-        return _run(spec, route, index, (ranks, router), ops, fuse_moe, alone, layers)
+        return _run(spec, route, index, (ranks, router, ahead), ops, fuse_moe, alone, layers)
     except NotAlone:
-        return _run(spec, route, index, (ranks, router), ops, fuse_moe, False, False)
+        return _run(spec, route, index, (ranks, router, ahead), ops, fuse_moe, False, False)
+    finally:
+        ahead.cancel()
 
 
 def _run(spec: StepSpec, route: Route, index: GraphIndex,
-         ranks_router: tuple[list[int], Router], ops: ScheduleOps, fuse_moe: bool,
-         rings: bool, layers: bool) -> tuple[FastState, list[int]]:
-    ranks, router = ranks_router
+         ranks_router: tuple[list[int], Router, HostRoutesAhead], ops: ScheduleOps,
+         fuse_moe: bool, rings: bool, layers: bool) -> tuple[FastState, list[int]]:
+    ranks, router, ahead = ranks_router
     net = FlowNetwork(simpy.Environment(), router,
                       batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)
     st = FastState(spec, fast_plan(spec, route=route), ops, net,
                    *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe,
-                   fuse_tp=rings, fuse_layers=layers)
+                   fuse_tp=rings, fuse_layers=layers, ahead=ahead)
     simulate_ranks(st, ranks)
     return st, ranks
