@@ -181,6 +181,8 @@ class LinkTable:
 
 def link_table(graph: Graph) -> LinkTable:
     """Read ``graph`` into a :class:`LinkTable` (one pass over its edges)."""
+    src: np.ndarray | tuple[int, ...]
+    dst: np.ndarray | tuple[int, ...]
     if isinstance(graph, LinkGraph):  # its columns: no dict per link
         cols = graph.columns
         src, dst = cols.src, cols.dst

@@ -89,5 +89,7 @@ class HostRoutesAhead:
         return None if future is None else future.result()
 
     def cancel(self) -> None:
-        for future in (*self.routes.values(), *self.timers.values()):
+        for future in self.routes.values():
             future.cancel()
+        for timer in self.timers.values():
+            timer.cancel()
