@@ -16,7 +16,7 @@ fabrics that are not pruned (their one whole-fabric router is shared with the ru
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -58,6 +58,7 @@ class HostRoutesAhead:
         groups = [lay.group_of("ep", r) for r in ranks]
         self.routes: dict[int, Future[HostRoute]] = {}
         self.timers: dict[int, Future[A2ATimer]] = {}
+        self.users: dict[int, Future[A2ATimer]] = {}  # host -> the timer routing on its router
         if not index.prunable or not any(spec.model.moe_layers) or lay.ep == 1:
             return  # the whole fabric's router is shared with the run: nothing to build here
         pool = ThreadPoolExecutor(1, thread_name_prefix="moesim-host-routes")
@@ -66,7 +67,7 @@ class HostRoutesAhead:
                 continue
             route = self.routes[host] = pool.submit(self._route, index, spec, group, rank)
             if groups.count(group) == 1:
-                self.timers[group[0]] = pool.submit(self._timer, route, group)
+                self.timers[group[0]] = self.users[host] = pool.submit(self._timer, route, group)
         pool.shutdown(wait=False)
 
     @staticmethod
@@ -79,9 +80,13 @@ class HostRoutesAhead:
         return A2ATimer(route.result()[0], np.asarray(group, dtype=np.int64))
 
     def route(self, host: int) -> HostRoute | None:
-        """Host ``host``'s router and ring pairs if built here (waits for them), else None."""
+        """Host ``host``'s router and ring pairs if built here, else None. Waits for them and
+        for the timer built on that router (a router is used by one thread at a time)."""
         future = self.routes.get(host)
-        return None if future is None else future.result()
+        if future is None:
+            return None
+        wait([self.users[host]] if host in self.users else [])
+        return future.result()
 
     def timer(self, first_gpu: int) -> A2ATimer | None:
         """The timer of the EP group starting at ``first_gpu`` if built here, else None."""
