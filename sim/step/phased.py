@@ -46,8 +46,17 @@ from moesim.collectives.alltoall import AllToAll
 from moesim.engine.copies import CopiesRouter
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
+from moesim.fabric.spec import FabricSpec
+from moesim.fabric.subfabric import GraphIndex
 from moesim.parallel.layout import ParallelLayout
-from moesim.step.fast import FastAllToAll, FastState, empty_ledgers, fast_plan, prepare
+from moesim.step.fast import (
+    FastAllToAll,
+    FastState,
+    empty_ledgers,
+    fast_plan,
+    prepare,
+    simulate_fast,
+)
 from moesim.step.groups import ring_group
 from moesim.step.phases import A2APhases, RingPhases, base_router
 from moesim.step.plan import LayerPlan
@@ -55,6 +64,8 @@ from moesim.step.ringjob import StageTail
 from moesim.step.simulate import simulate_ranks
 from moesim.step.spec import StepSpec
 from moesim.step.state import CATEGORIES
+from moesim.topologies.errors import TopologyError
+from moesim.topologies.registry import read_preset
 
 
 @dataclass
@@ -180,3 +191,41 @@ def simulate_phased(spec: StepSpec, routing_draws: int | None = None, *,
                      a2a_phases=A2APhases(eps), ring_phases=RingPhases(net), base=base)
     simulate_ranks(st, ranks)
     return st, ranks
+
+
+def oversubscribed(index: GraphIndex) -> bool:
+    """Whether a switch of the fabric (leaf, spine, core) takes in more bandwidth from the
+    tiers below it than its links up can carry: where replicas' traffic can meet on an
+    uplink (read from the fabric's link arrays)."""
+    table = index._table  # the fabric's links as arrays, built once per index
+    tier = index.node_tier
+    bw = table.attr[:, 0]
+    n = tier.size
+    up_from = tier[table.dst] > tier[table.src]
+    into = np.bincount(table.dst[up_from], weights=bw[up_from], minlength=n)
+    out = np.bincount(table.src[up_from], weights=bw[up_from], minlength=n)
+    switch = (tier > 0) & (out > 0)
+    return bool((into[switch] > out[switch] * (1 + 1e-9)).any())
+
+
+def declares_oversubscription(fabric: FabricSpec) -> bool:
+    """Whether ``fabric``'s preset, with the spec's params over its own, sets a leaf or spine
+    oversubscription above 1 (every builder's knob for uplinks narrower than downlinks): the
+    test of ``Fast(phases="auto")``, read without building the fabric (route's start-up
+    overlaps that build with routing). Agrees with :func:`oversubscribed` on the shipped
+    presets (``tests/test_step_congestion.py``)."""
+    try:
+        params = {**read_preset(fabric.preset).get("params", {}), **dict(fabric.params)}
+    except TopologyError:
+        return False
+    return any(str(k).endswith("oversubscription") and float(v) > 1.0
+               for k, v in params.items() if isinstance(v, int | float))
+
+
+def simulate_auto(spec: StepSpec, routing_draws: int | None = None, *, fuse_moe: bool = True,
+                  fuse_tp: bool = True) -> tuple[FastState, list[int]]:
+    """Whole-fabric phases (:func:`simulate_phased`) on a fabric that
+    :func:`declares_oversubscription`, the estimates (:func:`simulate_fast`) elsewhere."""
+    if declares_oversubscription(spec.fabric):
+        return simulate_phased(spec, routing_draws, fuse_moe=fuse_moe)
+    return simulate_fast(spec, routing_draws, fuse_moe=fuse_moe, fuse_tp=fuse_tp)

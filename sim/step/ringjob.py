@@ -89,6 +89,7 @@ class RingJob:
         self.m = n - 1 - np.arange(n - 1)
         path = hop[self.row]  # [q, i, d]: hop of edge i-1-d
         self.hops_s = np.cumsum(path, axis=2) - path  # sum over k < d of h_{i-1-k}
+        self._lat_hops = self.latency_s[self.row] + self.hops_s
         # _availability: rank e - k (k = 0 .. n-2) and the k hops from it to rank e
         self._up_rank = (np.arange(n)[:, None] - np.arange(n - 1)[None, :]) % n
         back = hop.reshape(-1, n)[:, (self._up_rank - 1) % n]  # hop of edge e - 1 - k ...
@@ -146,6 +147,7 @@ class RingJob:
         """Start a flow on every idle edge with chunks allowed and not yet sent (True if
         any)."""
         idle = np.flatnonzero((self.flow < 0) & (self.sent < self.n - 1))
+        idle = idle[self._avail[idle, self.sent[idle]] <= self.env.now * (1 + RTOL) + 1e-15]
         if not idle.size:
             return False
         more = self.allowed(idle) - self.sent[idle]
@@ -158,8 +160,8 @@ class RingJob:
         self.net.watch(self.flow[go], self._key)
         self.sent[go] += more
         self.net.kick()
-        _, rate = self.net.progress(self.flow[go])
-        self.rate[go] = rate  # solo flows have theirs; solved ones get it at the update
+        # a flow that runs alone has its rate now; the solved ones get theirs at the update
+        self.rate[go] = self.net.flows.col["rate_Bps"][self.flow[go]]
         return True
 
     def _advance(self) -> tuple[bool, np.ndarray]:
@@ -192,31 +194,42 @@ class RingJob:
         return changed, drained
 
     def _stamp(self, edges: np.ndarray, new: np.ndarray, now: float) -> None:
+        """Stamp the chunk boundaries ``edges`` crossed since ``t_ref`` (bytes then
+        ``deliv``, now ``new``) at the times their rates since then give."""
         c, old, r = self.chunk, self.deliv[edges], self.rate[edges]
-        bound = np.arange(self.n) * c
-        hit = (bound[None, :] > old[:, None] * (1 + RTOL)) & (
-            bound[None, :] <= new[:, None] * (1 + RTOL) + RTOL * c)
-        hit[:, 0] = False
+        lo = np.floor(old / c * (1 + RTOL) + RTOL).astype(np.int64) + 1
+        hi = np.minimum(np.floor(new / c * (1 + RTOL) + RTOL).astype(np.int64), self.n - 1)
+        count = np.maximum(hi - lo + 1, 0)
+        if not count.any():
+            return
+        owner = np.repeat(np.arange(edges.size), count)
+        m = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        m += lo[owner]
+        rate = r[owner]
         with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(r[:, None] > 0, self.t_ref + (bound[None, :] - old[:, None])
-                         / r[:, None], now)
-        t = np.minimum(t, now)
-        rows = self.cross[edges]
-        rows[hit] = t[hit]
-        self.cross[edges] = rows
+            t = np.where(rate > 0, self.t_ref + (m * c - old[owner]) / rate, now)
+        self.cross[edges[owner], m] = np.minimum(t, now)
 
     def _projected(self) -> np.ndarray:
-        """Per rank, its finish time under the current rates (inf where a chunk it needs is
-        not yet in a flow, or its flow is not yet solved)."""
-        c, now = self.chunk, self.env.now
-        bound = np.arange(self.n) * c
-        reach = (self.sent * c)[:, None] >= bound[None, :] * (1 - RTOL)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            eta = now + (bound[None, :] - self.deliv[:, None]) / self.rate[:, None]
-        eta = np.where(reach & (self.rate[:, None] > 0), np.maximum(eta, now), np.inf)
-        cross = np.where(np.isnan(self.cross), eta, self.cross)
-        term = cross[self.row, self.m] + self.latency_s[self.row] + self.hops_s
-        return term.max(axis=2)
+        """Per rank not yet done, its finish time under the current rates; inf where a chunk
+        it needs is not yet in a flow (only the ranks whose chunks all are get computed), or
+        its flow is not yet solved."""
+        due = np.full(self.done_s.shape, np.inf)
+        ok = (self.sent[self.row] >= self.m).all(axis=-1) & np.isnan(self.done_s)
+        if not ok.any():
+            return due
+        rows = self.row[ok]  # [rank, d]: the edges each needs
+        need = self.cross.ravel()[rows * self.n + self.m]  # their chunk drains (nan: ahead)
+        ahead = np.isnan(need)
+        if ahead.any():
+            edge = rows[ahead]
+            rate, now = self.rate[edge], self.env.now
+            left = np.broadcast_to(self.m * self.chunk, rows.shape)[ahead] - self.deliv[edge]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                eta = np.where(rate > 0, now + np.maximum(left, 0.0) / rate, np.inf)
+            need[ahead] = eta
+        due[ok] = (need + self._lat_hops[ok]).max(axis=-1)
+        return due
 
     def _refresh(self, force: bool = False) -> None:
         """Observer of the network: stamp, feed, fire the ranks that are done, plan a wake."""
