@@ -290,8 +290,9 @@ def _dp_tail(st: StepState, rank: int) -> Generated:
     # FP8 precisions quantise the rank's weights once per step (moesim.hardware.precision)
     opt_s += float(cast_time_s(plan.gpu, dense + expert, st.spec.compute_dtype,
                                float(st.slowdown[rank])))
-    sizes = [(kind, params * PARAM_BYTES) for kind, params in (("dp_ag", dense),
-                                                                ("edp_ag", expert)) if params]
+    sizes: list[tuple[str, float]] = [
+        (kind, float(params * PARAM_BYTES)) for kind, params in (("dp_ag", dense),
+                                                                 ("edp_ag", expert)) if params]
     st.begin_tail(rank, opt_s, sizes)
     yield from _wait(st, rank, "dp_exposed", st.env.all_of(st.pending[rank]))
     st.time_s[rank, CATEGORIES.index("optimizer")] += opt_s
