@@ -106,3 +106,50 @@ def test_fabric_view_matches_place() -> None:
     graph = topologies.load_preset("rail-h800-64")
     layout = ParallelLayout(tp=2, pp=2, ep=16, dp=16)
     assert FabricView(graph, "H800").place_all(layout) == place(layout, graph)
+
+
+def test_a2a_legs_nvlink_inside_the_host_nic_across() -> None:
+    """EP16 over two HGX H800 hosts: 7 peers over NVLink (200 GB/s x 0.8), 8 over the NIC
+    (the slowest class the group crosses); EP8 inside one host: one leg."""
+    view = FabricView(topologies.load_preset("rail-h800-64"), "H800")
+    lay = ParallelLayout(ep=16, dp=64)
+    (peers_in, nvlink), (peers_out, nic) = view.ep_legs(lay)
+    assert (peers_in, peers_out) == (7, 8)
+    assert nvlink == pytest.approx(200 * 0.8)
+    assert nic == view.effective_bw_GBps(lay, "ep") and nic < nvlink
+    inside = ParallelLayout(ep=8, dp=64)
+    assert view.ep_legs(inside) == ((7, view.effective_bw_GBps(inside, "ep")),)
+
+
+@pytest.mark.parametrize("ep", [4, 8, 16, 64])
+def test_rank_hit_probability_matches_the_router(ep: int) -> None:
+    """DeepSeek-V3's group-limited routing (256 experts, top 8 within 4 of 8 groups): the
+    formula against the step's router (uniform popularity), de-duplicated tokens per rank."""
+    from moesim.plan.estimate import rank_hit_probability
+    from moesim.router import RouterConfig, route_tokens
+    r = route_tokens(RouterConfig(), tokens_per_rank=4096, n_ranks=ep, n_experts=256, top_k=8,
+                     seed=3, layer=0, n_group=8, topk_group=4)
+    drawn = r.rank_tokens_dedup.sum() / (4096 * ep)
+    assert drawn == pytest.approx(distinct_ranks(256, 8, ep, 8, 4), rel=0.01)
+    assert distinct_ranks(256, 8, ep) > distinct_ranks(256, 8, ep, 8, 4)  # groups cut copies
+    if ep == 8:  # a rank is a group: chosen with 4/8, then hit unless all 8 miss its 32 of 128
+        miss = math.comb(96, 8) / math.comb(128, 8)
+        assert rank_hit_probability(256, 8, 8, 8, 4) == pytest.approx([0.5 * (1 - miss)] * 8)
+
+
+def test_dp_tail_drains_the_backlog_of_the_last_buckets() -> None:
+    """One stage: with no backward left after the buckets are freed the whole reduce-scatter
+    shows; with a long backward only the last bucket's (the first layer + embedding + head)."""
+    from moesim.plan.dp_tail import BF16, ring_s_per_param, stage_buckets, stage_tail_s
+    from moesim.plan.stage_cost import LayerPrices
+    model = get_model("mixtral-8x7b")
+    view = FabricView(topologies.load_preset("rail-h800-64"), "H800")
+    lay = ParallelLayout(ep=8, dp=64)
+    layers, sizes = stage_buckets(model, lay, 0)
+    assert layers[0] == model.num_layers - 1 and layers[-1] == 0
+    dense_s, expert_s = ring_s_per_param(lay, view)
+    rs = [4 * (d * dense_s + e * expert_s) for d, e in sizes]
+    ag = BF16 * sum(d * dense_s + e * expert_s for d, e in sizes)
+    prices = (LayerPrices(1.0, 2.0, 0.0, 0.0), LayerPrices(1.0, 2.0, 0.0, 0.0))
+    assert stage_tail_s(model, lay, view, 0, prices, "none", 0.0) == pytest.approx(sum(rs) + ag)
+    assert stage_tail_s(model, lay, view, 0, prices, "none", 1e3) == pytest.approx(rs[-1] + ag)

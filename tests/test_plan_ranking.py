@@ -6,14 +6,18 @@ built for them, global batch 512 x 4096, the design's default search (TP up to 8
 2, PP, VPP, EP). The 16 best by estimate run through the simulator; the estimate's order of
 those 16 must match the simulated order with a Spearman rank correlation of at least 0.8.
 
-Measured (15:2x, TP/CP in the space): Mixtral 0.985, DeepSeek 0.806, Qwen3 0.985, after the
-estimate priced stage compute with the step's own kernel costs (plan.stage_cost; FLOPs at
-GEMM efficiency were 5-7 % off, in opposite directions with and without the LM head),
-counted the shared experts' TP block, hid ring-attention sends behind the core as the step
-does, and filled the pipeline with the stages before the slowest. With TP/CP before those
-fixes: Mixtral 0.17, DeepSeek 0.63, Qwen3 0.94. TP1/CP1 only, when written: 0.96 / 0.88 /
-0.93. DeepSeek's remaining error is the all-to-all (estimate 83 ms vs 58 simulated at pp2)
-and the pipeline bubble (63 vs 20 ms), both overestimates: within 2-3 % of the step.
+Measured (2026-12-03, est): Mixtral 0.976, DeepSeek 0.912, Qwen3 0.959, after the estimate's
+all-to-all sent each copy over the link it takes (peers in the NVLink domain over NVLink, the
+others over the NIC, the slower leg ending it) and counted distinct ranks under the model's
+group-limited routing, and its DP tail drained the gradient buckets as the step does (the
+first layer's with the embedding / LM head last). Before (15:2x): 0.985 / 0.806 / 0.985, with
+the estimate's all-to-all 2.2x the simulator's at DeepSeek EP16 (1.4x at EP8 and EP32) and
+its exposed reduce-scatter 10-35 % short: the best simulated DeepSeek layout (tp2 ep16) was
+outside the estimate's top 16. Earlier: the estimate priced stage compute with the step's own
+kernel costs (plan.stage_cost; FLOPs at GEMM efficiency were 5-7 % off), counted the shared
+experts' TP block, hid ring-attention sends behind the core as the step does, and filled the
+pipeline with the stages before the slowest. With TP/CP before those fixes: Mixtral 0.17,
+DeepSeek 0.63, Qwen3 0.94.
 """
 
 from __future__ import annotations

@@ -10,10 +10,17 @@ best candidates, see :mod:`moesim.plan.evaluate`):
   efficiency: 5-7 % off in opposite directions for stages with and without the head.)
 * MoE all-to-all per layer and micro-batch: four of them (dispatch and combine, forward
   and backward), each rank sending a token once per distinct destination rank, as the
-  step's de-duplicating dispatcher does (:func:`distinct_ranks`, uniform router), off-rank
-  share ``(1 - 1/ep)`` at FP8 (dispatch) or BF16 (the others), over the
-  achievable bandwidth of the slowest link class the EP group crosses
-  (:meth:`FabricView.effective_bw_GBps`). Not overlapped with compute.
+  step's de-duplicating dispatcher does, at FP8 (dispatch) or BF16 (the others). A token
+  reaches each other EP rank with the probability :func:`rank_hit_probability` gives (the
+  step's default router: uniform popularity, contiguous experts, group-limited routing with
+  the model's ``n_group`` / ``topk_group``: exact there). The copies to peers in the
+  sender's NVLink domain cross NVLink, the others the slowest class the group crosses (the
+  NIC side): two legs on different links, and the step's all-to-all
+  (:class:`moesim.step.estimate.A2ATimer`, a per-link load bound) ends with the slower one
+  (:meth:`FabricView.ep_legs`). Not overlapped with compute (nor is it in the step).
+  (It was every off-rank copy over the slowest link, with distinct ranks counted as if any
+  ``top_k`` experts could be picked: 2.2x the step's all-to-all for DeepSeek-V3 EP16 over two
+  HGX hosts, 1.4x at EP8 and EP32, 1.15x at EP64.)
 * TP with sequence parallelism: per layer and direction, an all-gather and a
   reduce-scatter around attention, and around the dense FFN on dense layers (routed
   experts with etp=1 need none), each moving ``(tp-1)/tp`` of the layer's activation.
@@ -21,23 +28,25 @@ best candidates, see :mod:`moesim.plan.evaluate`):
   send hidden behind ``1/cp`` of the attention core, as the step runs it: what exceeds it is
   exposed. MoE layers with shared experts run them as a TP-sharded block of their own (an
   all-gather and a reduce-scatter more per direction).
-* Pipeline (1F1B / interleaved): the slowest stage runs all ``m`` micro-batches; the stages
-  before it fill and drain the pipeline around it once (its first input passes their
-  forwards, its last gradient their backwards; stages after it are faster and wait on it):
-  ``bubble = t_mb x (compute of the stages before the slowest / its compute) / vpp``, which is
-  ``(pp-1)/vpp`` micro-batches with equal stages (Narayanan et al. 2021, sec. 2.2) and near 0
-  when the first stage is the slowest. Pipeline sends overlap the other stages' compute in
-  the steady state; the fill's and drain's sends (``2 (pp vpp - 1)``) are exposed.
+* Pipeline (1F1B / interleaved): the slowest stage runs all ``m`` micro-batches; its first
+  input passes the forwards of the stages before it (the fill: ``(1 - BWD_SHARE) x t_mb x
+  (compute of the stages before the slowest / its compute) / vpp``, with equal stages
+  ``(pp-1)/vpp`` micro-batches' forwards, Narayanan et al. 2021, sec. 2.2); its last
+  gradient then passes their backwards (the drain), which runs beside its own DP tail: the
+  step ends with the latest stage's tail (:mod:`moesim.plan.dp_tail`), and what a stage
+  before the slowest adds over the slowest's own tail is booked as bubble. Pipeline sends
+  overlap the other stages' compute in the steady state; the fill's and drain's sends
+  (``2 (pp vpp - 1)``) are exposed.
 * Data parallel, as the whole-step simulator runs it (:mod:`moesim.step.program`):
   distributed-optimizer gradient reduce-scatter in FP32 (Megatron reduces the fp32
   ``main_grad``, :data:`moesim.step.spec.GRAD_REDUCE_BYTES`), then the BF16 parameter
   all-gather; each ring moves ``(n-1)/n * bytes`` per rank once (RS and AG are one ring
   each, not two), dense parameters over the DP x CP group and experts over EDP. A layer's
-  reduce-scatter starts after its last backward (``--overlap-grad-reduce``), so the rings
-  overlap the rest of the last micro-batch's backward on the stage (:data:`BWD_SHARE` of a
-  micro-batch's time): what exceeds that window is exposed, and at least the last layer's
-  share always is. The all-gather runs after the optimizer, exposed, as the simulator has
-  it.
+  reduce-scatter starts after its last backward (``--overlap-grad-reduce``) and a link's
+  rings run one after another, so what is exposed after the last backward is the largest
+  backlog of the buckets still to reduce (:func:`moesim.plan.dp_tail.stage_tail_s`; at
+  least the last bucket: the first layer with the stage's embedding or LM head). The
+  all-gather runs after the optimizer, exposed, as the simulator has it.
 * Optimizer step: memory-bound over the GPU's shard (~30 B per sharded parameter).
 """
 
@@ -45,6 +54,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
+from itertools import combinations
+
+import numpy as np
 
 from moesim.calibration import (
     CP_EXPOSED_FRACTION,
@@ -55,13 +68,13 @@ from moesim.hardware import GpuSpec
 from moesim.model import ModelConfig, flops_per_token
 from moesim.parallel.memory import stage_params
 from moesim.plan.candidates import Candidate
+from moesim.plan.dp_tail import BWD_SHARE, tails_s
 from moesim.plan.fabric_view import FabricView
 from moesim.plan.spec import DesignSpec
-from moesim.plan.stage_cost import head_s, layer_prices, worst_stage
+from moesim.plan.stage_cost import head_s, layer_prices, slowest, stage_times
 from moesim.step.spec import GRAD_REDUCE_BYTES
 from moesim.workload.costs import token_bytes
 
-BWD_SHARE = 2.0 / 3.0  # backward = 2 of the 3 forward-equivalents of a micro-batch's GEMMs
 CP_EXPOSED = CP_EXPOSED_FRACTION  # moesim.calibration (assumption)
 OPTIMIZER_BYTES_PER_PARAM = OPTIMIZER_STEP_BYTES_PER_PARAM  # moesim.calibration
 BF16 = 2
@@ -102,8 +115,11 @@ def estimate(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate
     t_r = spec.micro_batch_size * spec.seq_len / (lay.tp * lay.cp)
     dtype = "fp8" if spec.precision == "fp8" else "bf16"
     moe_p, dense_p = layer_prices(model, gpu, lay, int(t_r), spec.seq_len, dtype)
-    stage_s, experts_s_mb, n_moe, n_dense, before_s = worst_stage(
-        model, lay, moe_p, dense_p, head_s(model, gpu, lay, int(t_r)), cand.recompute)
+    head = head_s(model, gpu, lay, int(t_r))
+    times, parts = stage_times(model, lay, moe_p, dense_p, head, cand.recompute)
+    worst = slowest(times)
+    stage_s, (experts_s_mb, n_moe, n_dense), before_s = times[worst], parts[worst], sum(
+        times[:worst])
     a2a_layer = _a2a_layer_s(model, cand, view, t_r)
     dense_s = stage_s - experts_s_mb
     moe_layer = ((experts_s_mb / n_moe if n_moe else 0.0) + a2a_layer, a2a_layer)
@@ -121,10 +137,12 @@ def estimate(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec, cand: Candidate
         send_s = t_r * h * BF16 / (view.effective_bw_GBps(lay, "pp") * 1e9)
         pp_s = 2 * (lay.pp * lay.vpp - 1) * send_s
     t_mb = dense_s + moe_layer[0] * n_moe + tp_s + cp_s
-    bubble_s = t_mb * (before_s / stage_s) / lay.vpp
-    rs_s, ag_s, opt_s = _dp_and_optimizer_s(model, gpu, cand, view)
-    window_s = BWD_SHARE * t_mb
-    dp_s = max(rs_s - window_s, rs_s / max(1, n_moe + n_dense)) + ag_s
+    fill_s = (1 - BWD_SHARE) * t_mb * (before_s / stage_s) / lay.vpp
+    tails = tails_s(model, lay, view, (moe_p, dense_p), cand.recompute, (times, head), worst,
+                    t_mb)
+    dp_s = tails[worst]
+    bubble_s = fill_s + max(tails) - dp_s  # a stage before it ends later: the drain shows
+    opt_s = _dp_and_optimizer_s(model, gpu, cand, view)[2]
     return Estimate(
         dense_compute_s=dense_s * m, moe_s=moe_layer[0] * n_moe * m,
         a2a_s=moe_layer[1] * n_moe * m, tp_s=tp_s * m, cp_s=cp_s * m, pp_s=pp_s,
@@ -150,20 +168,54 @@ def _a2a_layer_s(model: ModelConfig, cand: Candidate, view: FabricView, t_r: flo
     lay = cand.layout
     if not model.is_moe or lay.ep == 1:
         return 0.0
-    copies = t_r * distinct_ranks(model.n_routed_experts, model.top_k, lay.ep) * (
-        1 - 1 / lay.ep)
+    per_peer = t_r * float(rank_hit_probability(model.n_routed_experts, model.top_k, lay.ep,
+                                                model.n_group, model.topk_group).mean())
     wire = token_bytes(model.hidden_size, "fp8") + 3 * token_bytes(model.hidden_size, "bf16")
-    return copies * wire / (view.effective_bw_GBps(lay, "ep") * 1e9)
+    return max(peers * per_peer * wire / (bw_GBps * 1e9) for peers, bw_GBps in view.ep_legs(lay))
 
 
-def distinct_ranks(experts: int, top_k: int, ep: int) -> float:
-    """Expected EP ranks a token reaches (its copies after per-rank de-duplication) when its
-    ``top_k`` experts are ``top_k`` distinct ones drawn uniformly from ``experts`` spread
-    evenly over ``ep`` ranks: ``ep * (1 - C(E - E/ep, k) / C(E, k))``."""
+def rank_hit_probability(experts: int, top_k: int, ep: int, n_group: int = 1,
+                         topk_group: int = 1) -> np.ndarray:
+    """[ep]: the probability that a token has at least one of its ``top_k`` experts on each EP
+    rank (experts placed contiguously, ``experts / ep`` per rank), under the step's uniform
+    router: the token picks ``topk_group`` of ``n_group`` contiguous expert groups uniformly
+    without repeats (:mod:`moesim.router.groups`), then ``top_k`` distinct experts uniformly
+    among theirs. A rank overlapping groups ``R`` by ``o_g`` experts each is missed with
+    ``sum_{T <= R} P(chosen & R = T) C(E' - o(T), k) / C(E', k)`` (``E'`` the chosen groups'
+    experts; ``P(chosen & R = T) = C(n - |R|, t - |T|) / C(n, t)``); one group: ``1 -
+    C(E - E/ep, k) / C(E, k)``."""
+    return np.array(_hit_probability(experts, top_k, ep, n_group, topk_group))
+
+
+@cache
+def _hit_probability(experts: int, top_k: int, ep: int, n_group: int, topk_group: int
+                     ) -> tuple[float, ...]:
+    if experts % n_group or topk_group > n_group or experts % ep:
+        raise ValueError(f"{experts} experts, ep {ep}, groups {topk_group}/{n_group}")
+    size, reach = experts // n_group, topk_group * (experts // n_group)
+    per_rank = experts // ep
+    hit = []
+    for r in range(ep):
+        first, last = r * per_rank, (r + 1) * per_rank
+        overlap = {g: min(last, (g + 1) * size) - max(first, g * size)
+                   for g in range(first // size, (last - 1) // size + 1)}
+        miss = 0.0
+        for n_in in range(len(overlap) + 1):
+            p_set = math.comb(n_group - len(overlap), topk_group - n_in) / math.comb(
+                n_group, topk_group)
+            for chosen in combinations(overlap.values(), n_in):
+                miss += p_set * math.comb(reach - sum(chosen), top_k) / math.comb(reach, top_k)
+        hit.append(1.0 - miss)
+    return tuple(hit)
+
+
+def distinct_ranks(experts: int, top_k: int, ep: int, n_group: int = 1,
+                   topk_group: int = 1) -> float:
+    """Expected EP ranks a token reaches (its copies after per-rank de-duplication):
+    the sum of :func:`rank_hit_probability`; one group: ``ep * (1 - C(E - E/ep, k) / C(E, k))``."""
     if ep <= 1:
         return 1.0
-    miss = math.comb(experts - experts // ep, top_k) / math.comb(experts, top_k)
-    return ep * (1.0 - miss)
+    return float(rank_hit_probability(experts, top_k, ep, n_group, topk_group).sum())
 
 
 def _dp_and_optimizer_s(model: ModelConfig, gpu: GpuSpec, cand: Candidate,

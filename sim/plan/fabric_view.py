@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from moesim.calibration import link_achievable_fraction
 from moesim.fabric.index import IndexedFabric, index_fabric
 from moesim.parallel.layout import ParallelLayout
@@ -35,6 +37,7 @@ class FabricView:
         self.domain_size = int(graph.graph.get("nvlink_domain_size", self.gpus_per_host))
         self._fab: dict[int, IndexedFabric] = {}
         self._cache: dict[tuple[object, ...], GroupPlacement] = {}
+        self._legs: dict[tuple[int, ...], tuple[tuple[int, float], ...]] = {}
 
     def _indexed(self, world: int) -> IndexedFabric:
         if world not in self._fab:
@@ -63,6 +66,35 @@ class FabricView:
             return float("inf")
         fraction = link_achievable_fraction(placed.slowest_tier, self.medium, self.gpu)
         return placed.slowest_bw_GBps * fraction
+
+    def ep_legs(self, layout: ParallelLayout) -> tuple[tuple[int, float], ...]:
+        """The all-to-all legs of an EP member: (peers reached on the leg, achievable GB/s per
+        GPU of its links), worst member of any EP group. Inside one NVLink domain: one leg at
+        the slowest class the group crosses. Across domains: peers in the member's own domain
+        over NVLink, the others at the slowest class crossed (the NIC side); a group that needs
+        forwarding (PXN) also relays those through NVLink. The legs use different links, so
+        the step's per-link bound (:class:`moesim.step.estimate.A2ATimer`) is the slower."""
+        placed = self.kind(layout, "ep")
+        if placed is None:
+            return ()
+        key = (layout.world_size, layout.etp, layout.ep)  # runs of consecutive ranks
+        if key not in self._legs:
+            self._legs[key] = self._ep_legs(layout, placed)
+        return self._legs[key]
+
+    def _ep_legs(self, layout: ParallelLayout, placed: GroupPlacement
+                 ) -> tuple[tuple[int, float], ...]:
+        groups = np.array(layout.groups("ep"))
+        domain = self._indexed(layout.world_size).domain[groups]
+        same = (domain[:, :, None] == domain[:, None, :]).sum(axis=2) - 1  # peers in domain
+        nvlink = float(self._indexed(layout.world_size).class_bw_GBps["nvlink"][groups].min())
+        slowest = self.effective_bw_GBps(layout, "ep")
+        inside, outside = int(same.max()), int((layout.ep - 1 - same).max())
+        if outside == 0 or nvlink <= 0:
+            return ((layout.ep - 1, slowest),)
+        nvlink *= link_achievable_fraction("nvlink", self.medium, self.gpu)
+        relayed = outside if placed.forwarded else 0
+        return ((inside + relayed, nvlink), (outside, slowest))
 
     def place_all(self, layout: ParallelLayout) -> list[GroupPlacement]:
         """Like :func:`moesim.parallel.placement.place`, from the cache."""

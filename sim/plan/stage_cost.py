@@ -93,13 +93,10 @@ def head_s(model: ModelConfig, gpu: GpuSpec, lay: ParallelLayout, tokens: int) -
     return float(gemm_time_s(gpu, head) + gemm_backward_time_s(gpu, head))
 
 
-def worst_stage(model: ModelConfig, lay: ParallelLayout, moe: LayerPrices, dense: LayerPrices,
-                head: float, recompute: str) -> tuple[float, float, int, int, float]:
-    """(compute per micro-batch, its routed-expert part, MoE layers, dense layers) of the
-    slowest pipeline stage (the last holds the head; of equal ones the last), and the
-    compute of the stages before it (what fills and drains a 1F1B pipeline around it: its
-    first input passes their forwards, its last gradient their backwards; stages after it
-    are faster and wait on it)."""
+def stage_times(model: ModelConfig, lay: ParallelLayout, moe: LayerPrices, dense: LayerPrices,
+                head: float, recompute: str) -> tuple[list[float], list[tuple[float, int, int]]]:
+    """Each pipeline stage's compute per micro-batch (the last with the head) and its
+    (routed-expert part, MoE layers, dense layers)."""
     times, parts = [], []
     start = 0
     counts = lay.stage_layers(model.num_layers)
@@ -109,5 +106,21 @@ def worst_stage(model: ModelConfig, lay: ParallelLayout, moe: LayerPrices, dense
         t = n_moe * moe.total_s(recompute) + (n - n_moe) * dense.total_s(recompute)
         times.append(t + (head if s == len(counts) - 1 else 0.0))
         parts.append((n_moe * moe.experts_s, n_moe, n - n_moe))
-    w = max(range(len(times)), key=lambda s: (times[s], s))
+    return times, parts
+
+
+def worst_stage(model: ModelConfig, lay: ParallelLayout, moe: LayerPrices, dense: LayerPrices,
+                head: float, recompute: str) -> tuple[float, float, int, int, float]:
+    """(compute per micro-batch, its routed-expert part, MoE layers, dense layers) of the
+    slowest pipeline stage (the last holds the head; of equal ones the last), and the
+    compute of the stages before it (what fills and drains a 1F1B pipeline around it: its
+    first input passes their forwards, its last gradient their backwards; stages after it
+    are faster and wait on it)."""
+    times, parts = stage_times(model, lay, moe, dense, head, recompute)
+    w = slowest(times)
     return (times[w], *parts[w], sum(times[:w]))
+
+
+def slowest(times: list[float]) -> int:
+    """The slowest stage (of equal ones the last)."""
+    return max(range(len(times)), key=lambda s: (times[s], s))
