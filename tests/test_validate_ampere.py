@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from moesim.model import param_counts
-from moesim.validate.ampere import AMPERE_CASES, QWEN15_MOE_8X18B
+from moesim.validate.ampere import AMPERE_CASES, GPT3_XL_MOE128, QWEN15_MOE_8X18B
 from moesim.validate.step import bridge_spec, simulate_bridge
 
 
 def test_row_settings_reach_the_step() -> None:
-    (case,) = AMPERE_CASES
+    case = AMPERE_CASES[0]
     spec = bridge_spec(case)
     lay = spec.layout
     assert (lay.tp, lay.pp, lay.vpp, lay.ep, lay.dp, lay.world_size) == (1, 2, 1, 1, 4, 8)
@@ -39,3 +39,21 @@ def test_ep1_row_simulates() -> None:
     bound used to fail casting it)."""
     tokens_s, result = simulate_bridge(AMPERE_CASES[0])
     assert tokens_s > 0 and result.step_time_s > 0
+
+
+def test_deepspeed_moe_settings_reach_the_step() -> None:
+    case = AMPERE_CASES[1]
+    spec = bridge_spec(case)
+    lay = spec.layout
+    assert (lay.tp, lay.pp, lay.ep, lay.dp, lay.world_size) == (1, 1, 128, 128, 128)
+    assert (spec.microbatches, spec.micro_batch_size, spec.seq_len) == (1, 4, 2048)
+    assert spec.microbatches * lay.dp * spec.micro_batch_size == 512
+    assert (spec.gpu, spec.compute_dtype, spec.recompute, spec.router.kind) == (
+        "A100", "bf16", "full", "force_balanced")
+    assert dict(spec.fabric.params) == {"hosts": 16, "gpu": "A100", "nic_gbit": 200}
+    assert case.published == 372 * 2048 / 128 == 5952.0  # samples/s -> tokens/s/GPU
+    m = GPT3_XL_MOE128
+    assert sum(m.moe_layers) == 12 and m.moe_layers[1] and not m.moe_layers[0]
+    assert (m.n_routed_experts, m.top_k, m.gated_ffn) == (128, 1, False)
+    # "1.3B+MoE-128 (52B)" (arXiv:2201.05596 Table 2): the count moesim makes of this shape
+    assert param_counts(m).total == pytest.approx(52e9, rel=0.02)
