@@ -18,6 +18,7 @@ from moesim.validate.deepep import DeepEPSetup, simulate_deepep
 from moesim.validate.nccl import simulate_alltoall
 from moesim.validate.step import (
     bridge_spec,
+    host_detail,
     simulate_bridge,
     simulate_gpu_hours,
     simulate_mixtral,
@@ -87,7 +88,7 @@ def _bridge(case: Case) -> Prediction:
     except ConfigError as err:  # a layout moesim cannot express yet: listed, not simulated
         return None, f"not expressible yet: {err.field}: {err.problem}"
     value, result = simulate_bridge(case)
-    return value, f"{step_detail(result)}; {case.note}"
+    return value, f"{step_detail(result)}; {host_detail(case, value, result)}; {case.note}"
 
 
 def _step(case: Case) -> Prediction:
