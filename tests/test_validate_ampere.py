@@ -6,7 +6,7 @@ import pytest
 
 from moesim.model import param_counts
 from moesim.validate.ampere import AMPERE_CASES, GPT3_XL_MOE128, QWEN15_MOE_8X18B
-from moesim.validate.step import bridge_spec, simulate_bridge
+from moesim.validate.step import bridge_spec, host_detail, simulate_bridge
 
 
 def test_row_settings_reach_the_step() -> None:
@@ -39,6 +39,9 @@ def test_ep1_row_simulates() -> None:
     bound used to fail casting it)."""
     tokens_s, result = simulate_bridge(AMPERE_CASES[0])
     assert tokens_s > 0 and result.step_time_s > 0
+    # 128 micro-batches x 12 MoE layers a stage x 8 local experts (EP1) x 6 GEMMs
+    assert host_detail(AMPERE_CASES[0], tokens_s, result).startswith(
+        "host band (73728 expert GEMM launches): ")
 
 
 def test_deepspeed_moe_settings_reach_the_step() -> None:

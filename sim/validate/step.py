@@ -132,8 +132,9 @@ def host_detail(case: Case, value: float, result: StepResult) -> str:
     per = {end: (value * result.step_time_s / s if dict(case.args).get("metric") != "step_s"
                  else s) for end, s in band.step_s.items()}
     errs = {end: (v / case.published - 1) * 100 for end, v in per.items()}
-    return (f"host band ({band.launches} expert GEMM launches): {per['low']:.4g} .. "
-            f"{per['high']:.4g} ({errs['low']:+.1f}% .. {errs['high']:+.1f}%)")
+    lo, hi = (f"{v:.0f}" if v >= 100 else f"{v:.3g}" for v in (per["low"], per["high"]))
+    return (f"host band ({band.launches} expert GEMM launches): {lo} .. {hi} "
+            f"({errs['low']:+.1f}% .. {errs['high']:+.1f}%)")
 
 
 def simulate_bridge(case: Case) -> tuple[float, StepResult]:
