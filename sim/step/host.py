@@ -16,7 +16,11 @@ forward and twice in the backward (dgrad, wgrad); an expert MLP has two GroupedL
 fc2). Per MoE layer and micro-batch: ``2 E`` launches forward, ``4 E`` backward, ``2 E`` more
 when full recompute runs the forward again (``E`` = local experts = routed experts / EP).
 Attention, router, permutation, quantisation, norms and the host-side ``torch.split`` /
-``torch.empty`` per expert (TE issue #1499) are left out.
+``torch.empty`` per expert (TE issue #1499) are left out. The count is stack-version
+dependent: later Transformer Engine releases add one-launch grouped GEMMs (cuBLAS grouped GEMM,
+NVIDIA/TransformerEngine PR #2669, merged 2026-03; a CUTLASS grouped kernel for NVFP4, PR
+#3134), with which a GroupedLinear is one launch whatever the expert count; which path each
+benchmark row's container ran is not stated in its table.
 
 The per-launch host cost ``c`` has no single published value for this stack; the published
 measurements span 10x, so the band is reported at both ends (:data:`HOST_LAUNCH_S`), never a
