@@ -12,6 +12,9 @@ import pytest
 
 from moesim import topologies
 from moesim.engine.fabric import link_table
+from moesim.errors import ConfigError
+from moesim.fabric.build import build_graph, build_table
+from moesim.fabric.spec import FabricSpec
 from moesim.topologies.registry import TABLES, load_preset_table
 from moesim.topologies.table import LinkGraph
 
@@ -94,3 +97,22 @@ def test_fast_step_imports_no_networkx() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=300).stdout
     assert "step time" in out and out.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("preset, params", [
+    ("rail-h800-64", (("hosts", 0),)),
+    ("rail-h800-64", (("hosts", 4), ("tiers", 5))),
+    ("rail-h800-64", (("bogus", 1),)),
+    ("no-such-preset", ()),
+    ("nvl72-gb200", (("scale_out", "mesh"),)),
+])
+def test_build_table_fails_as_build_graph(preset: str, params: tuple[tuple[str, object], ...]
+                                          ) -> None:
+    """Fast mode's table path names the same field with the same words as the graph path."""
+    spec = FabricSpec(preset=preset, params=params)
+    with pytest.raises(ConfigError) as table_err:
+        build_table(spec)
+    with pytest.raises(ConfigError) as graph_err:
+        build_graph(spec)
+    assert (table_err.value.field, str(table_err.value)) == (graph_err.value.field,
+                                                             str(graph_err.value))
