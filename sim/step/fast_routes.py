@@ -3,7 +3,8 @@
 :class:`moesim.step.fast.FastState` needs, for each host of the representative pipeline, a
 router over the sub-fabric of that host's ring neighbours and its rank's EP group
 (:func:`host_router`), and for each EP group an :class:`moesim.step.estimate.A2ATimer` on it
-(4,032 routed pairs at EP64; together about 0.2 s of CPU at 9,216 GPUs). The step asks for
+(4,032 routed pairs at EP64; together about 0.2 s of CPU at 9,216 GPUs), and the routes of
+the host's DP / EDP ring pairs (:class:`moesim.step.estimate.HostRingTimer`). The step asks for
 them one by one as its SimPy run reaches each stage; :class:`HostRoutesAhead` builds them in a
 worker thread from the moment the fabric is indexed, beside the MoE layers' routing, and hands
 them over when asked. It builds only what the lazy path would build with the same arguments:
@@ -73,7 +74,15 @@ class HostRoutesAhead:
     @staticmethod
     def _route(index: GraphIndex, spec: StepSpec, group: tuple[int, ...], rank: int
                ) -> HostRoute:
-        return host_router(index, spec, lambda g: spec.layout.coords(g)["pp"], group, rank)
+        """The host's router, its ring pairs already routed (the router caches each pair's
+        route, which does not depend on the pairs it was computed with)."""
+        router, rp = host_router(index, spec, lambda g: spec.layout.coords(g)["pp"], group,
+                                 rank)
+        for found in rp.pairs.values():
+            if found:
+                src, dst = np.array(sorted(found), dtype=np.int64).T
+                router.routes(src, dst)
+        return router, rp
 
     @staticmethod
     def _timer(route: Future[HostRoute], group: tuple[int, ...]) -> A2ATimer:
