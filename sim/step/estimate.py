@@ -19,15 +19,15 @@ replicas reach a layer's gradient reduction together (symmetry), so the rings of
 DP ring and every EDP ring of the stage) run at once. The timer routes every ring pair that
 starts or ends on the representative rank's host (GPUs and hosts never transit, so those are
 exactly the flows on that host's NVLink, PCIe and NIC links; deeper links see only part of
-their load, so oversubscribed uplinks are under-counted) and takes, per link, FIFO fluid
-queueing of each job's bytes ``(n - 1) * size / n * pairs_on_link``; a job ends at the later
-of ``(n - 1)`` back-to-back loads of its busiest link, ``n - 1`` dependent hops (mean of the
-host's ring sends: ``size / n / idle rate + latency``), and its links' FIFO drain.
-Interference with all-to-all traffic is not modelled. Measured against the engine (all DP and
-EDP rings of a stage started together, 32 GPUs, tests/test_step_fast.py): a ring alone within
-1 %; the EDP ring with the DP ring beside it, and so the end of both, within 1 %; the DP ring
-beside the EDP ring ends about 2x too early (FIFO gives it the links first; the engine shares
-each link fairly between one in-flight chunk of each ring).
+their load, so oversubscribed uplinks are under-counted) and shares each link equally among
+the jobs with bytes left on it (processor sharing of each job's ``(n - 1) * size / n *
+pairs_on_link``, as the engine shares a link between one in-flight chunk of each ring); a job
+ends at the later of ``(n - 1)`` back-to-back loads of its busiest link, ``n - 1`` dependent
+hops (mean of the host's ring sends: ``size / n / idle rate + latency``), and the last of its
+links' shared drains. Interference with all-to-all traffic is not modelled. Measured against
+the engine (all DP and EDP rings of a stage started together, 32 GPUs, tests/test_step_fast.py):
+each ring within 1 %, alone or beside the other. (The per-link FIFO this replaced gave the same
+end of both but let the DP ring beside the EDP ring end about 2x too early.)
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ def ring_pairs(host_ranks: list[int], ring_group: RingGroup) -> RingPairs:
 
 
 class HostRingTimer:
-    """DP / EDP ring jobs of every rank on one host, queued per link (see module docstring);
-    ``router`` must cover ``rp.ends``."""
+    """DP / EDP ring jobs of every rank on one host, sharing each link fairly (see module
+    docstring); ``router`` must cover ``rp.ends``."""
 
     def __init__(self, env: simpy.Environment, router: Router, rp: RingPairs) -> None:
         self.env = env
@@ -140,28 +140,98 @@ class HostRingTimer:
             out = np.array(sorted(rp.outgoing[kind]), dtype=np.int64)
             hop = router.routes(out[:, 0], out[:, 1])
             self.hop[kind] = (float(np.mean(1.0 / hop.cap_Bps)), float(hop.latency_s.mean()))
-        self.busy_s = np.zeros(n_links)
         self.jobs: dict[tuple[str, int], simpy.Event] = {}
+        self._left: dict[tuple[str, int], np.ndarray] = {}  # link seconds left per live job
+        self._floor: dict[tuple[str, int], tuple[float, float]] = {}  # (alone end, latency)
+        self._t_last = env.now
+        self._gen = 0
 
     def join(self, kind: str, item: int, size_bytes: float) -> simpy.Event:
-        """The host's ring job ``kind`` (dp_rs, edp_ag, ...) of ``item``; fires when done."""
+        """The host's ring job ``kind`` (dp_rs, edp_ag, ...) of ``item``; fires when done
+        (value: then)."""
         key = (kind, item)
-        if key not in self.jobs:
-            duration = self._duration_s(kind.split("_")[0], size_bytes)
-            self.jobs[key] = self.env.timeout(duration, value=self.env.now + duration)
-        return self.jobs[key]
-
-    def _duration_s(self, ring: str, size_bytes: float) -> float:
-        n, now = self.members[ring], self.env.now
+        if key in self.jobs:
+            return self.jobs[key]
+        ring, now = kind.split("_")[0], self.env.now
+        n = self.members[ring]
         used = self.count[ring] > 0
         if n == 1 or not used.any():
-            return 0.0
+            self.jobs[key] = self.env.timeout(0.0, value=now)
+            return self.jobs[key]
+        self._advance(now)
         chunk = size_bytes / n
-        step_s = chunk * self.count[ring][used] * self.inv_cap[used]
-        start = np.maximum(self.busy_s[used], now)
-        self.busy_s[used] = start + (n - 1) * step_s
-        lat = self.latency_s[ring]
+        step_s = chunk * self.count[ring] * self.inv_cap
         inv_cap, hop_lat = self.hop[ring]
+        lat = self.latency_s[ring]
         alone = max((n - 1) * float(step_s.max()) + lat,  # the busiest link, back to back
                     (n - 1) * (chunk * inv_cap + hop_lat))  # n - 1 dependent hops
-        return max(alone, float(self.busy_s[used].max()) + lat - now)
+        self.jobs[key] = self.env.event()
+        self._left[key] = (n - 1) * step_s
+        self._floor[key] = (now + alone, lat)
+        self._plan(now)
+        return self.jobs[key]
+
+    def _advance(self, now: float) -> None:
+        """Serve every live job's link seconds from the last join to ``now``: each link
+        shares itself equally among the jobs with work left on it (processor sharing)."""
+        dt, self._t_last = now - self._t_last, now
+        if dt <= 0 or not self._left:
+            return
+        keys = list(self._left)
+        left = np.array([self._left[k] for k in keys])  # [job, link]
+        level = _level(left, dt)
+        for k, row in zip(keys, np.maximum(left - level, 0.0), strict=True):
+            self._left[k] = row
+
+    def _plan(self, now: float) -> None:
+        """Each live job's end under sharing (the last of its links, plus its latency, and
+        no earlier than alone); an event per job, the earlier plan's dropped."""
+        self._gen += 1
+        keys = list(self._left)
+        left = np.array([self._left[k] for k in keys])
+        done_s = _finish(left)  # [job, link]: seconds from now its work there is done
+        for k, job_done in zip(keys, done_s.max(axis=1), strict=True):
+            alone_end, lat = self._floor[k]
+            end = max(now + float(job_done) + lat, alone_end)
+            self.env.timeout(end - now).callbacks.append(self._ender(k, self._gen))
+
+    def _ender(self, key: tuple[str, int], gen: int) -> Callable[[simpy.Event], None]:
+        def end(_: simpy.Event) -> None:
+            if gen != self._gen or key not in self._left:
+                return
+            self._advance(self.env.now)
+            del self._left[key], self._floor[key]
+            self.jobs[key].succeed(self.env.now)
+
+        return end
+
+
+def _finish(left: np.ndarray) -> np.ndarray:
+    """[job, link]: when each job's work ``left`` on each link is done under processor
+    sharing from now (0 where it has none): the ``i``-th smallest of ``k`` ends once every
+    job has had its amount, ``sum_{j < i} w_j + (k - i) w_i``."""
+    order = np.argsort(left, axis=0, kind="stable")
+    w = np.take_along_axis(left, order, axis=0)
+    k = left.shape[0]
+    step = np.diff(w, axis=0, prepend=0.0) * (k - np.arange(k))[:, None]
+    done = np.empty_like(left)
+    np.put_along_axis(done, order, np.cumsum(step, axis=0), axis=0)
+    return np.where(left > 0, done, 0.0)
+
+
+def _level(left: np.ndarray, dt: float) -> np.ndarray:
+    """Per link, the service every job with work left there has had after ``dt`` s of
+    processor sharing (all of its work for those whose work is smaller)."""
+    w = np.sort(left, axis=0)
+    k = left.shape[0]
+    step = np.diff(w, axis=0, prepend=0.0) * (k - np.arange(k))[:, None]
+    at = np.cumsum(step, axis=0)  # when the level reaches w[i]
+    level = np.empty(left.shape[1])
+    for link in range(left.shape[1]):
+        i = int(np.searchsorted(at[:, link], dt, side="right"))
+        if i >= k:
+            level[link] = w[-1, link]
+        else:
+            below = w[i - 1, link] if i else 0.0
+            level[link] = below + (dt - (at[i - 1, link] if i else 0.0)) / (k - i)
+    return level
