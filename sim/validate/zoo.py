@@ -13,6 +13,21 @@ A2A        TP2 EP8     PP32 VPP3 DP4 EDP1              norm, act       24.2     
 DeepEP     TP4 EP8     PP8 VPP4 DP8 EDP4               none            29.0        main 1e057005
 =========  ==========  ==============================  ==============  ==========  =========
 
+Every row runs the repository's benchmarking config for the model
+(``model_configs/benchmarking/Qwen3-235B-A22B.yaml`` @1ed4179f: ``--expert-tensor-parallel-size
+1``, ``--sequence-parallel``, ``--account-for-embedding-in-pipeline-split``,
+``--account-for-loss-in-pipeline-split``, ``--overlap-grad-reduce``, ``--overlap-param-gather``;
+``runtime_configs/benchmarking/runtime.conf`` @30631ea5: 96 "layers" = 94 + embedding + loss,
+``--num-layers-per-virtual-pipeline-stage`` = 96 / PP / VPP; ``sbatch_benchmarking.sh``
+@38ce2ed2: ``--tp-comm-overlap`` with BF16). The tokens go to the experts in BF16, the
+model's dtype (``--bf16``, no FP8 recipe): Megatron-Core's dispatchers send the hidden states
+as they are (Megatron-LM ``megatron/core/transformer/moe/fused_a2a.py`` @02ad939b:
+``FusedDispatch`` hands ``x`` to DeepEP's ``buffer.dispatch``; the alltoall dispatcher
+all-to-alls the permuted tokens). The stages split as Megatron splits them with embedding and
+loss counted: on PP8 x VPP4 the first and last virtual stages hold 2 decoder layers, the others
+3; on PP32 x VPP3 each holds 1, the first only the embedding and the last
+only the loss (:mod:`moesim.parallel.stages`).
+
 Rows of the same table not taken: the "+1f1b overlap" variant (Megatron's
 ``--overlap-moe-expert-parallel-comm``, not modelled), the FSDP row (not modelled) and
 Qwen3-Next-80B (not a moesim model). Each row is an out-of-sample end-to-end case (step time,
@@ -21,10 +36,13 @@ simulated order of their step times is the published one (:func:`ranking_verdict
 
 Assumptions (the table leaves them open): the fabric (rail-optimised fat tree, one 400 Gb/s
 CX7 per GPU, as the setup's 8 x 50 GB/s per node), the router (``force_balanced``: the
-repository's benchmarks force balance, its long-context table says so), recompute of norms and
-activations not modelled (cheap memory-bound kernels: ``recompute: none``), moesim's even split
-of the 94 layers over the virtual stages, and no MTP. The first row was measured on another
-code revision than the other two.
+repository's H100 run script forces balance, ``best_practice/qwen3/run_h100_235b.sh``
+@bff12290), recompute of norms and activations not modelled (cheap memory-bound kernels:
+``recompute: none``), the configs at the commits above being those the rows ran (the table
+names the Megatron commit only), and no MTP. The first row was measured on another code
+revision than the other two. Not modelled although the configs set them: TP communication
+overlap (``--tp-comm-overlap``: moesim exposes TP all-gathers / reduce-scatters) and the
+parameter all-gather overlap (``--overlap-param-gather``: exposed after the optimizer here).
 """
 
 from __future__ import annotations
@@ -39,11 +57,17 @@ TOLERANCE_WHY = ("one run per layout, no spread published; the same repository's
                  "by ~10% with one option (19.7 -> 17.6 s with the 1f1b overlap): 10%")
 
 
+SPLIT = (("account_for_embedding_in_pipeline_split", True),
+         ("account_for_loss_in_pipeline_split", True))
+"""The benchmarking config's stage split (model_configs/benchmarking/Qwen3-235B-A22B.yaml)."""
+
+
 def _case(dispatcher: str, layout: dict[str, int], step_s: float, code: str) -> Case:
     lay = " ".join(f"{k.upper()}{v}" for k, v in layout.items())
     args = (("model", "qwen3-235b-a22b"), ("gpu", "H100"), ("gpus", 256), ("precision", "BF16"),
             ("global_batch", 2048), ("micro_batch_size", 1), ("seq_len", 4096),
-            ("layout", tuple(layout.items())), ("dispatcher", dispatcher),
+            ("layout", (*layout.items(), *SPLIT)), ("dispatcher", dispatcher),
+            ("dispatch_dtype", "bf16"),
             ("recompute", "none"), ("metric", "step_s"))
     return Case(
         f"qwen3-235b-a22b 256x H100 BF16 {dispatcher} {lay} (ModelZoo)", "bridge", args,
@@ -52,7 +76,8 @@ def _case(dispatcher: str, layout: dict[str, int], step_s: float, code: str) -> 
         note=f"Megatron-Core {code}, GBS 2048, MBS 1, seq 4096",
         assumptions=("rail-optimised fat tree, 1 x 400G CX7 per GPU, 1:1",
                      "router force_balanced", "norm / activation recompute not modelled",
-                     "even stage split, no MTP"),
+                     "benchmarking configs @1ed4179f / @30631ea5 as run; no MTP",
+                     "TP comm overlap and param-gather overlap not modelled"),
     )
 
 
