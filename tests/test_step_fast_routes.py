@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -50,6 +51,7 @@ def test_steps_equal_with_and_without_building_ahead(
         monkeypatch: pytest.MonkeyPatch, multipath: str, layout: dict[str, int]) -> None:
     spec = _spec(multipath, **layout)
     ahead = _step(spec)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("moesim-")]
     monkeypatch.setattr("moesim.step.fast.HostRoutesAhead", _Nothing)
     assert _step(spec) == ahead
 

@@ -60,16 +60,16 @@ class HostRoutesAhead:
         self.routes: dict[int, Future[HostRoute]] = {}
         self.timers: dict[int, Future[A2ATimer]] = {}
         self.users: dict[int, Future[A2ATimer]] = {}  # host -> the timer routing on its router
+        self.pool: ThreadPoolExecutor | None = None
         if not index.prunable or not any(spec.model.moe_layers) or lay.ep == 1:
             return  # the whole fabric's router is shared with the run: nothing to build here
-        pool = ThreadPoolExecutor(1, thread_name_prefix="moesim-host-routes")
+        pool = self.pool = ThreadPoolExecutor(1, thread_name_prefix="moesim-host-routes")
         for rank, host, group in zip(ranks, hosts, groups, strict=True):
             if hosts.count(host) > 1:
                 continue
             route = self.routes[host] = pool.submit(self._route, index, spec, group, rank)
             if groups.count(group) == 1:
                 self.timers[group[0]] = self.users[host] = pool.submit(self._timer, route, group)
-        pool.shutdown(wait=False)
 
     @staticmethod
     def _route(index: GraphIndex, spec: StepSpec, group: tuple[int, ...], rank: int
@@ -103,7 +103,7 @@ class HostRoutesAhead:
         return None if future is None else future.result()
 
     def cancel(self) -> None:
-        for future in self.routes.values():
-            future.cancel()
-        for timer in self.timers.values():
-            timer.cancel()
+        """Drop what was not started and wait for what is in flight (no worker outlives the
+        step)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)

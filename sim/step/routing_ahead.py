@@ -48,12 +48,12 @@ class RoutingAhead:
         self.source = {layer: moe[k % draws] if draws else layer for k, layer in enumerate(moe)}
         self.drawn: dict[int, RoutingResult] = {}
         self.ahead: dict[int, Future[RoutingResult]] = {}
+        self.pool: ThreadPoolExecutor | None = None
         workers = routing_threads() if threads is None else threads
         firsts = list(dict.fromkeys(self.source.values()))
         if workers > 1 and len(firsts) > 1:
-            pool = ThreadPoolExecutor(workers, thread_name_prefix="moesim-routing")
-            self.ahead = {layer: pool.submit(route_layer, spec, layer) for layer in firsts}
-            pool.shutdown(wait=False)
+            self.pool = ThreadPoolExecutor(workers, thread_name_prefix="moesim-routing")
+            self.ahead = {layer: self.pool.submit(route_layer, spec, layer) for layer in firsts}
 
     def __call__(self, spec: StepSpec, layer: int) -> RoutingResult:
         first = self.source.get(layer, layer)
@@ -66,9 +66,10 @@ class RoutingAhead:
         return self.drawn[first]
 
     def cancel(self) -> None:
-        """Drop the routings not started yet (an error ended the step early)."""
-        for future in self.ahead.values():
-            future.cancel()
+        """Drop the routings not started yet (an error ended the step early) and wait for
+        those in flight: no worker outlives the step (a later fork copies no busy thread)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> RoutingAhead:
         return self
