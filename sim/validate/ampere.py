@@ -93,38 +93,42 @@ TOLERANCE_DS = 0.10
 TOLERANCE_DS_WHY = ("one figure rounded to samples/s, no spread published; the same post's "
                     "dense baseline is given to 2 digits (70): 10%")
 
+def _row(name: str, gpu: str, gpus: int, model: ModelConfig, batch: tuple[int, int, int],
+         layout: tuple[tuple[str, int], ...], recompute_router: tuple[str, str],
+         published: float, tolerance: tuple[float, str], source: str, note: str,
+         assumptions: tuple[str, ...]) -> Case:
+    """A whole-step throughput row (tokens/s/GPU, BF16, fast path, alltoall dispatcher);
+    ``batch`` = (global batch, micro-batch size, sequence length)."""
+    (gbs, mbs, seq), (recompute, router) = batch, recompute_router
+    args = (("model", model.name), ("gpu", gpu), ("gpus", gpus), ("precision", "BF16"),
+            ("global_batch", gbs), ("micro_batch_size", mbs), ("seq_len", seq),
+            ("layout", layout), ("dispatcher", "alltoall"), ("recompute", recompute),
+            ("router", router))
+    return Case(name, "bridge", args, published, "tokens/s/GPU", tolerance[0], source,
+                scope="end_to_end", gpu=gpu, path="fast", tolerance_why=tolerance[1], note=note,
+                assumptions=assumptions)
+
+
 AMPERE_CASES: tuple[Case, ...] = (
-    Case(
-        "qwen1.5-moe-8x1.8b 8x A800 BF16 GBS512 PP2 (FlagPerf)", "bridge",
-        (("model", QWEN15_MOE_8X18B.name), ("gpu", "A800"), ("gpus", 8),
-         ("precision", "BF16"), ("global_batch", 512), ("micro_batch_size", 1),
-         ("seq_len", 8192), ("layout", (("pp", 2),)), ("dispatcher", "alltoall"),
-         ("recompute", "selective"), ("router", "uniform")),
-        7450.7, "tokens/s/GPU", TOLERANCE, SOURCE, scope="end_to_end", gpu="A800", path="fast",
-        tolerance_why=TOLERANCE_WHY,
-        note="DGX A800 x1, TP1 PP2 DP4 EP1, MBS 1, seq 8192, selective recompute, "
-             "distributed optimizer",
-        assumptions=("router uniform (aux-loss balanced, 100 steps from scratch)",
-                     "EP1: no token exchange (dispatcher alltoall moves nothing)",
-                     "one HGX A800 host, NVLink 200 GB/s per direction; HDR NICs unused",
-                     "even stage split (12 layers a stage), no MTP"),
-    ),
-    Case(
-        "gpt3-1.3b-moe128 128x A100 GBS512 EP128 (DeepSpeed-MoE)", "bridge",
-        (("model", GPT3_XL_MOE128.name), ("gpu", "A100"), ("gpus", 128),
-         ("precision", "BF16"), ("global_batch", 512), ("micro_batch_size", 4),
-         ("seq_len", 2048), ("layout", (("ep", 128),)), ("dispatcher", "alltoall"),
-         ("recompute", "full"), ("router", "force_balanced")),
-        372.0 * 2048 / 128, "tokens/s/GPU", TOLERANCE_DS, SOURCE_DS, scope="end_to_end",
-        gpu="A100", path="fast", tolerance_why=TOLERANCE_DS_WHY,
-        note="372 samples/s x 2048 / 128 GPUs; EP128 DP128, top-1, capacity factor 1.0, "
-             "full activation checkpointing",
-        assumptions=("A100 80 GB preset (ND A100 v4 has the 40 GB part)",
-                     "EP128 DP128, micro-batch 4 (one per step)",
-                     "capacity factor 1.0 as router force_balanced (no dropped tokens)",
-                     "16 HGX A100 hosts, 8 x HDR 200 Gb/s, rail fat tree 1:1",
-                     "fp16 at the BF16 rate; vocabulary padded to 50304"),
-    ),
+    _row("qwen1.5-moe-8x1.8b 8x A800 BF16 GBS512 PP2 (FlagPerf)", "A800", 8, QWEN15_MOE_8X18B,
+         (512, 1, 8192), (("pp", 2),), ("selective", "uniform"), 7450.7,
+         (TOLERANCE, TOLERANCE_WHY), SOURCE,
+         note="DGX A800 x1, TP1 PP2 DP4 EP1, MBS 1, seq 8192, selective recompute, "
+              "distributed optimizer",
+         assumptions=("router uniform (aux-loss balanced, 100 steps from scratch)",
+                      "EP1: no token exchange (dispatcher alltoall moves nothing)",
+                      "one HGX A800 host, NVLink 200 GB/s per direction; HDR NICs unused",
+                      "even stage split (12 layers a stage), no MTP")),
+    _row("gpt3-1.3b-moe128 128x A100 GBS512 EP128 (DeepSpeed-MoE)", "A100", 128, GPT3_XL_MOE128,
+         (512, 4, 2048), (("ep", 128),), ("full", "force_balanced"), 372.0 * 2048 / 128,
+         (TOLERANCE_DS, TOLERANCE_DS_WHY), SOURCE_DS,
+         note="372 samples/s x 2048 / 128 GPUs; EP128 DP128, top-1, capacity factor 1.0, "
+              "full activation checkpointing",
+         assumptions=("A100 80 GB preset (ND A100 v4 has the 40 GB part)",
+                      "EP128 DP128, micro-batch 4 (one per step)",
+                      "capacity factor 1.0 as router force_balanced (no dropped tokens)",
+                      "16 HGX A100 hosts, 8 x HDR 200 Gb/s, rail fat tree 1:1",
+                      "fp16 at the BF16 rate; vocabulary padded to 50304")),
 )
 """The A800 row of FlagPerf's Qwen1.5-MoE Megatron benchmark and DeepSpeed-MoE's 1.3B+MoE-128
 on 128 A100."""
