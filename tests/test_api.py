@@ -12,7 +12,7 @@ import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 DOCTESTED = ("moesim", "moesim.api", "moesim.scenario.spec", "moesim.scenario.legacy",
-             "moesim.runner.run", "moesim.scenarios")
+             "moesim.runner.run", "moesim.scenarios", "moesim.hardware")
 
 
 def test_import_moesim_loads_no_simulator() -> None:
