@@ -209,7 +209,7 @@ def memory(model: str, gpu: str, seq_len: int, global_batch: int, **degrees: int
 
     for name, degree in degrees.items():
         check_flag_count(degree, "gpus", f"layout.{name}")
-    layout = ParallelLayout(**degrees)
+    layout = ParallelLayout.of(degrees)
     cfg = load_model(model)
     layout.validate(cfg)  # an impossible layout is bad input (exit 2), not a "does not fit"
     spec = DesignSpec(model=model, gpus=layout.world_size, gpu=gpu, seq_len=seq_len,

@@ -48,14 +48,12 @@ class Fabric:
     gpu_nodes: np.ndarray  # node index of GPU g (g = the node's ``gpu`` attribute)
     node_index: dict[str, int] = field(repr=False, compare=False)
     _link_index: dict[tuple[int, int], int] = field(repr=False, compare=False)
+    n_links: int = field(init=False)  # directed links: the arrays' length, counted once
+    n_gpus: int = field(init=False)  # GPU endpoints: len(gpu_nodes)
 
-    @property
-    def n_links(self) -> int:
-        return int(self.link_src.shape[0])
-
-    @property
-    def n_gpus(self) -> int:
-        return int(self.gpu_nodes.shape[0])
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n_links", int(self.link_src.shape[0]))
+        object.__setattr__(self, "n_gpus", int(self.gpu_nodes.shape[0]))
 
     def link_id(self, u: str, v: str) -> int:
         """Index of the directed link u -> v (by node name)."""

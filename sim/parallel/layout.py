@@ -25,7 +25,7 @@ different tokens; with etp=2 the EP group of rank 0 would be {0,2,4,6}.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -146,6 +146,12 @@ class ParallelLayout:
     def degrees(self) -> dict[str, int]:
         """The parallel degrees by name, in field order (what records and reports show)."""
         return {name: getattr(self, name) for name in DEGREES}
+
+    @classmethod
+    def of(cls, degrees: Mapping[str, int]) -> ParallelLayout:
+        """The layout of these degrees (names from :data:`DEGREES`), stages split by default."""
+        changes: dict[str, Any] = dict(degrees)
+        return replace(cls(), **changes)
 
     @property
     def world_size(self) -> int:

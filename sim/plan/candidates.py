@@ -131,7 +131,7 @@ def enumerate_candidates(spec: DesignSpec, model: ModelConfig, gpu: GpuSpec,
     out = []
     for degrees in _degrees(spec, gpus, model, domain):
         try:
-            layout = ParallelLayout(**degrees)
+            layout = ParallelLayout.of(degrees)
         except ConfigError as exc:
             out.append(Candidate(ParallelLayout(), False, exc.problem, label=_spell(degrees)))
             continue
