@@ -184,6 +184,21 @@ def test_memory_bound_hand_value() -> None:
     )
 
 
+def test_wgrad_accumulating_into_fp32_main_grad_hand_value() -> None:
+    """An expert backward of 512 tokens (7168 x 2048): dgrad writes BF16; the wgrad reads and
+    writes the fp32 main_grad (8 B per weight-gradient element, not 2), which turns it from
+    compute-bound into memory-bound."""
+    m, n, k = 512, 2048, 7168
+    flops_s = 2.0 * m * n * k / H100_BF16
+    dgrad = max(flops_s, ((m * n + n * k) * 2 + m * k * 2) / H100_HBM) + LAUNCH_S
+    for out_bytes, memory_bound in ((2.0, False), (8.0, True)):
+        wgrad_hbm = ((k * m + m * n) * 2 + k * n * out_bytes) / H100_HBM
+        assert (wgrad_hbm > flops_s) == memory_bound
+        got = gemm_backward_time_s(H100, GemmShape(m, n, k, "bf16", out_bytes))
+        assert got == pytest.approx(dgrad + max(flops_s, wgrad_hbm) + LAUNCH_S, rel=1e-9)
+    assert GemmShape(m, n, k).wgrad_out_bytes == 2.0  # the default: a fresh BF16 output
+
+
 # ---- properties -----------------------------------------------------------------------
 
 gpus = st.sampled_from(list(GPUS.values()))

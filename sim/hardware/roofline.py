@@ -34,6 +34,14 @@ Backward of ``Y[m,n] = X[m,k] @ W[k,n]`` is two GEMMs of the same FLOPs each, dg
 :func:`gemm_backward_time_s` and :func:`grouped_gemm_backward_time_s` cost them, so
 callers need not double anything.
 
+Weight gradients accumulate. Megatron-Core's ``gradient_accumulation_fusion`` (on in Megatron-LM
+by default and set by Megatron-Bridge's recipes) has Transformer Engine run each wgrad GEMM with
+``fuse_wgrad_accumulation``: beta = 1 into the parameter's ``main_grad`` buffer (fp32 unless
+gradients are reduced in BF16), so the wgrad kernel reads and writes every weight-gradient
+element there (2 x 4 B) instead of writing a fresh BF16 output (2 B).
+``GemmShape.wgrad_out_bytes`` carries what the caller's step does; memory-bound wgrads (experts
+with few tokens: about m < 4 x the GPU's FLOP/byte ridge) pay for it.
+
 Every function takes the GEMM as a :class:`GemmShape` (m, n, k and the input dtype, checked
 once when it is made) and the GPU's ``slowdown`` apart: what the kernel computes, then where.
 """
@@ -63,18 +71,25 @@ class GemmShape:
     ``m``, ``n``, ``k`` broadcast (arrays price many GEMMs at once). A grouped GEMM (one launch
     over a rank's local experts, each ``[m_e, k] @ [k, n]``) has each expert's tokens along the
     last axis of ``m``. Each dimension must be finite and >= 0 (``gemm.m`` ... name it).
+    ``wgrad_out_bytes``: HBM bytes the backward's wgrad kernel moves per weight-gradient element
+    at its output (2: it writes BF16; 8: it accumulates into an fp32 ``main_grad``, read +
+    write; see the module docstring).
     """
 
     m: FloatArray
     n: FloatArray
     k: FloatArray
     dtype: str
+    wgrad_out_bytes: float
 
-    def __init__(self, m: ArrayLike, n: ArrayLike, k: ArrayLike, dtype: str = "bf16") -> None:
+    def __init__(self, m: ArrayLike, n: ArrayLike, k: ArrayLike, dtype: str = "bf16",
+                 wgrad_out_bytes: float = OUTPUT_BYTES) -> None:
         object.__setattr__(self, "m", dim("gemm.m", m))
         object.__setattr__(self, "n", dim("gemm.n", n))
         object.__setattr__(self, "k", dim("gemm.k", k))
         object.__setattr__(self, "dtype", check_dtype(dtype))
+        object.__setattr__(self, "wgrad_out_bytes", float(dim("gemm.wgrad_out_bytes",
+                                                              wgrad_out_bytes)))
 
 
 # ---- the pieces of one kernel ----------------------------------------------------------
@@ -85,12 +100,13 @@ def _padded_rows(m: FloatArray) -> FloatArray:
 
 
 def _gemm_terms(
-    m: FloatArray, n: FloatArray, k: FloatArray, dtype: str
+    m: FloatArray, n: FloatArray, k: FloatArray, dtype: str, out_bytes: float = OUTPUT_BYTES
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(useful FLOPs, FLOPs run incl. row padding, HBM bytes) of Y[m,n] = X[m,k] @ W[k,n]."""
+    """(useful FLOPs, FLOPs run incl. row padding, HBM bytes) of Y[m,n] = X[m,k] @ W[k,n],
+    moving ``out_bytes`` per element of Y."""
     flops = 2.0 * m * n * k
     padded = 2.0 * _padded_rows(m) * n * k
-    moved = (m * k + k * n) * input_bytes(dtype) + m * n * OUTPUT_BYTES
+    moved = (m * k + k * n) * input_bytes(dtype) + m * n * out_bytes
     return flops, padded, np.where(flops > 0, moved, 0.0)
 
 
@@ -156,7 +172,7 @@ def gemm_time_s(
     if not backward:
         return shaped(_kernel_s(gpu, *_gemm_terms(m, n, k, dtype), dtype) * slow)
     dgrad = _kernel_s(gpu, *_gemm_terms(m, k, n, dtype), dtype)
-    wgrad = _kernel_s(gpu, *_gemm_terms(k, n, m, dtype), dtype)
+    wgrad = _kernel_s(gpu, *_gemm_terms(k, n, m, dtype, shape.wgrad_out_bytes), dtype)
     return shaped((dgrad + wgrad) * slow)
 
 
@@ -220,7 +236,8 @@ def _grouped_s(gpu: GpuSpec, shape: GemmShape, m: FloatArray, slow: FloatArray,
 
     if not backward:
         return kernel(_gemm_terms(m, n, k, dtype))
-    return kernel(_gemm_terms(m, k, n, dtype)) + kernel(_gemm_terms(k, n, m, dtype))
+    return (kernel(_gemm_terms(m, k, n, dtype))
+            + kernel(_gemm_terms(k, n, m, dtype, shape.wgrad_out_bytes)))
 
 
 def memory_bound_time_s(gpu: GpuSpec, bytes_moved: ArrayLike, slowdown: float = 1.0) -> TimeS:

@@ -32,7 +32,7 @@ from moesim.workload.costs import (
     unpermute_s,
 )
 from moesim.workload.elementwise import with_elementwise
-from moesim.workload.shape import LayerCosts, LayerShape
+from moesim.workload.shape import MAIN_GRAD_BYTES, LayerCosts, LayerShape
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _prices(model: ModelConfig, gpu: GpuSpec, degrees: tuple[int, int, int, int]
 def head_s(model: ModelConfig, gpu: GpuSpec, lay: ParallelLayout, tokens: int) -> float:
     """The vocabulary-parallel LM head forward + backward on the gathered tokens (BF16)."""
     m, vocab = max(1, tokens) * lay.tp, -(-model.vocab_size // lay.tp)
-    head = GemmShape(m, vocab, model.hidden_size)
+    head = GemmShape(m, vocab, model.hidden_size, wgrad_out_bytes=2.0 * MAIN_GRAD_BYTES)
     return float(gemm_time_s(gpu, head) + gemm_backward_time_s(gpu, head))
 
 

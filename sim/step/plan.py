@@ -27,7 +27,7 @@ from moesim.hardware import GemmShape, GpuSpec, gemm_backward_time_s, gemm_time_
 from moesim.model.accounting import embedding_params, layer_params, router_params
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import RoutingResult, route_tokens
-from moesim.step.spec import StepSpec
+from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
 from moesim.workload.costs import (
     LayerCosts,
     LayerShape,
@@ -256,7 +256,7 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
     gpu = get_gpu(spec.gpu)
     model, m, lay = spec.model, spec.tokens_per_microbatch, spec.layout
     shape = LayerShape(model, m, spec.seq_len, spec.compute_dtype, tp=lay.tp, cp=lay.cp,
-                       etp=lay.etp)
+                       etp=lay.etp, main_grad_bytes=GRAD_REDUCE_BYTES[spec.grad_reduce_dtype])
     core = attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True)
     shared = _shared_experts_s(spec, gpu, shape)
     priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting]] = {}
@@ -271,7 +271,8 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
     dense, expert = _params_per_stage(spec.layout.pp, chunks, per_layer, extra)
     vocab = -(-model.vocab_size // lay.tp)  # vocabulary-parallel head on the gathered tokens
     # (BF16 whatever the layers' compute_dtype, moesim.step.spec.COMPUTE_DTYPES)
-    head = GemmShape(shape.gathered_tokens, vocab, model.hidden_size)
+    head = GemmShape(shape.gathered_tokens, vocab, model.hidden_size,
+                     wgrad_out_bytes=shape.wgrad_out_bytes)
     head_fwd, head_bwd = float(gemm_time_s(gpu, head)), float(gemm_backward_time_s(gpu, head))
     return StepPlan(
         gpu, tuple(layers), chunks, 2.0 * m * model.hidden_size,

@@ -14,6 +14,10 @@ from moesim.hardware.precision import get_precision
 from moesim.model import ModelConfig
 
 BF16_BYTES = 2  # bytes per bf16 element: hidden states, activations, gradients on the wire
+MAIN_GRAD_BYTES = 4
+"""Bytes per element of the gradient buffer (``main_grad``) the weight gradients accumulate into:
+fp32, Megatron-LM's default with BF16 training (``accumulate_allreduce_grads_in_fp32``; BF16
+with ``--grad-reduce-in-bf16``: moesim.step.spec.GRAD_REDUCE_BYTES)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class LayerShape:
     tp: int = 1  # tensor-parallel degree (with sequence parallelism)
     cp: int = 1  # context-parallel degree
     etp: int = 1  # expert-tensor-parallel degree
+    main_grad_bytes: int = MAIN_GRAD_BYTES  # the gradient buffer the wgrads accumulate into
 
     @property
     def hidden(self) -> int:
@@ -36,6 +41,12 @@ class LayerShape:
     def gemm_dtype(self) -> str:
         """The GEMM rate of the precision: "bf16" or "fp8"."""
         return get_precision(self.compute_dtype).gemm_dtype
+
+    @property
+    def wgrad_out_bytes(self) -> float:
+        """Bytes a wgrad GEMM moves per weight-gradient element: it reads and writes the
+        ``main_grad`` element (fused accumulation, :mod:`moesim.hardware.roofline`)."""
+        return 2.0 * self.main_grad_bytes
 
     @property
     def gathered_tokens(self) -> int:
