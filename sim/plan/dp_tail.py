@@ -3,8 +3,9 @@
 The whole-step simulator (:mod:`moesim.step.program`, ``--overlap-grad-reduce``) starts a
 layer's gradient reduce-scatter when the stage has run that layer's last backward (the
 stage's embedding / LM-head gradients with the layer run last in its chunk), and the rings
-of one link run one after another (:class:`moesim.step.estimate.HostRingTimer`, FIFO). So
-after the last backward of a stage, what is still to reduce is the largest backlog: over the
+on one link share it (:class:`moesim.step.estimate.HostRingTimer`; work-conserving, so a link
+drains the same bytes by the same time whether it shares or queues). So after the last
+backward of a stage, what is still to reduce is the largest backlog: over the
 buckets ``j`` in the order the last backward frees them,
 ``max_j (sum of the ring times of buckets j.. - time from bucket j's release to the end)``:
 at least the last bucket, which for a stage holding the embedding or the LM head is most of

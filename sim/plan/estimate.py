@@ -42,10 +42,11 @@ best candidates, see :mod:`moesim.plan.evaluate`):
   ``main_grad``, :data:`moesim.step.spec.GRAD_REDUCE_BYTES`), then the BF16 parameter
   all-gather; each ring moves ``(n-1)/n * bytes`` per rank once (RS and AG are one ring
   each, not two), dense parameters over the DP x CP group and experts over EDP. A layer's
-  reduce-scatter starts after its last backward (``--overlap-grad-reduce``) and a link's
-  rings run one after another, so what is exposed after the last backward is the largest
-  backlog of the buckets still to reduce (:func:`moesim.plan.dp_tail.stage_tail_s`; at
-  least the last bucket: the first layer with the stage's embedding or LM head). The
+  reduce-scatter starts after its last backward (``--overlap-grad-reduce``) and a link
+  carries its rings' bytes back to back (shared or queued), so what is exposed after the
+  last backward is the largest backlog of the buckets still to reduce
+  (:func:`moesim.plan.dp_tail.stage_tail_s`; at least the last bucket: the first layer with
+  the stage's embedding or LM head). The
   all-gather runs after the optimizer, exposed, as the simulator has it.
 * Optimizer step: memory-bound over the GPU's shard (~30 B per sharded parameter).
 """
