@@ -53,9 +53,10 @@ runs made back to back, not across the notes below.
   This machine sets PYTHONDONTWRITEBYTECODE=1, so each process compiles moesim's modules:
   with a bytecode cache (``PYTHONPYCACHEPREFIX``, warmed once) 3.19 s CPU against 3.31 s.
 * ``--cli``, session 14 (2026-12-03): 3.18 s wall, 3.10 s CPU (median of 5, idle, 17:10)
-  before; then fabrics built into link arrays without networkx (2.72 s CPU at load 6.5), MoE
-  layers routed in two worker threads (``--routing-threads``) and host routers / all-to-all
-  timers built in a third: not measured idle since (load 6-9); benchmarks/README.md.
+  before; then fabrics built into link arrays without networkx (2.72 s CPU at load 6.5), host
+  routers / all-to-all timers built in a worker thread; routing in two threads
+  (``--routing-threads 2``): 0.95x the wall at 1.15x the CPU, idle (off by default);
+  benchmarks/README.md.
   ``--pyc`` times with a bytecode cache (this machine sets PYTHONDONTWRITEBYTECODE=1).
 * ``--shape simai --routing-draws 0``, 9,216 GPUs (dp 384, 24 micro-batches, 96 layers),
   14:55 at load ~10: median of 3 23.78 s wall, step 6.097 s, max RSS 142 MB; 15:17 at load

@@ -47,9 +47,9 @@ def test_layers_routed_ahead_are_the_serial_draws(threads: int, draws: int | Non
 
 def test_plans_equal_with_and_without_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = _spec()
-    threaded = fast_plan(spec)
-    monkeypatch.setattr(routing_ahead, "ROUTING_THREADS", 1)
     serial = fast_plan(spec)
+    monkeypatch.setattr(routing_ahead, "ROUTING_THREADS", 2)
+    threaded = fast_plan(spec)
     for a, b in zip(threaded.layers, serial.layers, strict=True):
         assert a.a2a_bytes.keys() == b.a2a_bytes.keys()
         for phase in a.a2a_bytes:

@@ -308,7 +308,7 @@ def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
     TP / CP layers (:func:`layers_fused`, with ``fuse_moe``) or else TP / ETP rings
     (:func:`rings_alone`) in closed form; off: every TP / CP transfer a flow. A closed form
     that finds two transfers on one link at once (:class:`NotAlone`) runs again with flows.
-    MoE layers route in worker threads from the start, beside the fabric build."""
+    MoE layers route ahead (:mod:`moesim.step.routing_ahead`; in worker threads if set)."""
     with RoutingAhead(spec, routing_draws) as route:
         return _simulate(spec, route, fuse_moe, fuse_tp)
 

@@ -3,11 +3,11 @@
 A layer's routing is a pure function of (spec, layer): :func:`moesim.step.plan.route_layer`
 draws it from its own random stream (:mod:`moesim.router.streams`), so layers drawn in any
 order, on any thread, give the same arrays bit for bit. numpy releases the GIL in the heavy
-parts of a draw (the random integers, element-wise passes, gathers), so on a machine with a
-second core the layers route beside the fabric build and each other. :class:`RoutingAhead`
-starts every distinct layer's routing at once (``threads`` workers, in model order) and hands
-each out when :func:`moesim.step.plan.build_plan` asks, in its order; an error raised while
-routing a layer is raised there, as a serial run would raise it.
+parts of a draw (the random integers, element-wise passes, gathers), so with
+``ROUTING_THREADS`` > 1 the layers route beside the fabric build and each other.
+:class:`RoutingAhead` starts every distinct layer's routing at once (``threads`` workers, in
+model order) and hands each out when :func:`moesim.step.plan.build_plan` asks, in its order;
+an error raised while routing a layer is raised there, as a serial run would raise it.
 
 ``routing_draws = R`` (fast mode) reuses the routing of the first ``R`` MoE layers cyclically
 (a stationary router); ``None`` draws every MoE layer, as full mode does.
@@ -26,9 +26,13 @@ from moesim.router import RoutingResult
 from moesim.step.plan import route_layer
 from moesim.step.spec import StepSpec
 
-ROUTING_THREADS = 2
+ROUTING_THREADS = 1
 """Worker threads at most (each layer in flight holds ~30 MB of scratch at EP64 x 4096
-tokens per rank); fewer where fewer cores are ours."""
+tokens per rank); fewer where fewer cores are ours; 1 routes each layer when asked, in the
+calling thread. Measured on the idle 2-core machine (18:59-19:01, 10 interleaved pairs of whole
+``moesim step`` runs on the 9,216-GPU step, others' CPU ~0): 2 threads gave 0.95x the wall time
+at 1.15x the CPU (parts of a draw hold the GIL), so the default is 1; benchmarks/bench_step.py
+``--routing-threads 2`` measures the other."""
 
 
 def routing_threads() -> int:
