@@ -225,13 +225,11 @@ def _level(left: np.ndarray, dt: float) -> np.ndarray:
     w = np.sort(left, axis=0)
     k = left.shape[0]
     step = np.diff(w, axis=0, prepend=0.0) * (k - np.arange(k))[:, None]
-    at = np.cumsum(step, axis=0)  # when the level reaches w[i]
-    level = np.empty(left.shape[1])
-    for link in range(left.shape[1]):
-        i = int(np.searchsorted(at[:, link], dt, side="right"))
-        if i >= k:
-            level[link] = w[-1, link]
-        else:
-            below = w[i - 1, link] if i else 0.0
-            level[link] = below + (dt - (at[i - 1, link] if i else 0.0)) / (k - i)
-    return level
+    at = np.cumsum(step, axis=0)  # when the level reaches w[i]; non-decreasing per link
+    i = np.count_nonzero(at <= dt, axis=0)  # per link: searchsorted(at[:, link], dt, "right")
+    links = np.arange(left.shape[1])
+    prev = np.maximum(i - 1, 0)
+    below = np.where(i > 0, w[prev, links], 0.0)
+    at_below = np.where(i > 0, at[prev, links], 0.0)
+    rising = below + (dt - at_below) / np.maximum(k - i, 1)
+    return np.where(i >= k, w[-1], rising)
