@@ -19,8 +19,6 @@ single GPU behind its NIC (PCIe), so ``nvlink_domain_size`` is 1 and there is no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from moesim.topologies._graph import (
     add_link,
     add_switch,
@@ -32,28 +30,7 @@ from moesim.topologies._graph import (
 )
 from moesim.topologies.constants import CX7_GBIT, NVLINK_BW_GBps, gbit_to_GBps, pcie_bw_for
 from moesim.topologies.errors import TopologyError
-from moesim.topologies.table import LinkGraph
-
-if TYPE_CHECKING:
-    import networkx as nx
-
-
-def fat_tree(
-    k: int = 4,
-    link_gbit: float = CX7_GBIT,
-    gpu: str = "H100",
-    fabric: str = "ib",
-    name: str | None = None,
-) -> nx.DiGraph:
-    """A k-ary fat tree (k even) with k^3/4 single-GPU hosts.
-
-    >>> g = fat_tree(4)
-    >>> sum(d["kind"] == "gpu" for _, d in g.nodes(data=True)), g.graph["nvlink_domain_size"]
-    (16, 1)
-    >>> sorted(g.successors("agg.p1.1"))
-    ['core.2', 'core.3', 'edge.p1.0', 'edge.p1.1']
-    """
-    return fat_tree_table(**locals()).to_networkx()  # every parameter, as given
+from moesim.topologies.table import LinkGraph, graph_builder
 
 
 def fat_tree_table(
@@ -63,7 +40,17 @@ def fat_tree_table(
     fabric: str = "ib",
     name: str | None = None,
 ) -> LinkGraph:
-    """:func:`fat_tree` as a :class:`~moesim.topologies.table.LinkGraph` (no networkx)."""
+    """A k-ary fat tree (k even) with k^3/4 single-GPU hosts.
+
+    >>> g = fat_tree(4)
+    >>> sum(d["kind"] == "gpu" for _, d in g.nodes(data=True)), g.graph["nvlink_domain_size"]
+    (16, 1)
+    >>> sorted(g.successors("agg.p1.1"))
+    ['core.2', 'core.3', 'edge.p1.0', 'edge.p1.1']
+
+    This returns a :class:`~moesim.topologies.table.LinkGraph` (no networkx);
+    :func:`fat_tree`, same parameters, the networkx graph.
+    """
     check_int("k", k, minimum=2)
     if k % 2:
         raise TopologyError("k", f"must be even, got {k}")
@@ -91,3 +78,6 @@ def fat_tree_table(
                 add_link(g, gpu_node, nic, pcie_bw_for(bw), lat.pcie_ns, "pcie")
                 add_link(g, nic, edge, bw, lat.nic_ns, "nic")
     return g
+
+
+fat_tree = graph_builder(fat_tree_table, "fat_tree")

@@ -13,8 +13,6 @@ Node names: ``h{host}/gpu{i}``, ``h{host}/nvsw``, ``h{host}/nic{i}``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from moesim.topologies._graph import (
     Link,
     add_links,
@@ -32,10 +30,7 @@ from moesim.topologies.constants import (
     gbit_to_GBps,
     pcie_bw_for,
 )
-from moesim.topologies.table import LinkGraph
-
-if TYPE_CHECKING:
-    import networkx as nx
+from moesim.topologies.table import LinkGraph, graph_builder
 
 HGX_GPUS_PER_HOST = 8
 
@@ -63,13 +58,14 @@ def add_hosts(
     add_links(g, links)
 
 
-def hgx_node(
+
+def hgx_table(
     gpu: str = "H100",
     hosts: int = 1,
     nic_gbit: float = CX7_GBIT,
     fabric: str = "ib",
     name: str | None = None,
-) -> nx.DiGraph:
+) -> LinkGraph:
     """HGX 8-GPU host(s): one NVSwitch domain per host, one NIC per GPU (unconnected).
 
     With ``hosts > 1`` the hosts are separate islands (no scale-out network); use
@@ -80,18 +76,10 @@ def hgx_node(
     (8, 17)
     >>> g.edges["h0/gpu3", "h0/nvsw"]["bw_GBps"], g.edges["h0/gpu3", "h0/nic3"]["tier"]
     (450.0, 'pcie')
+
+    This returns a :class:`~moesim.topologies.table.LinkGraph` (no networkx);
+    :func:`hgx_node`, same parameters, the networkx graph.
     """
-    return hgx_table(**locals()).to_networkx()  # every parameter, as given
-
-
-def hgx_table(
-    gpu: str = "H100",
-    hosts: int = 1,
-    nic_gbit: float = CX7_GBIT,
-    fabric: str = "ib",
-    name: str | None = None,
-) -> LinkGraph:
-    """:func:`hgx_node` as a :class:`~moesim.topologies.table.LinkGraph` (no networkx)."""
     check_choice("gpu", gpu, HGX_GPUS)
     check_int("hosts", hosts)
     check_positive("nic_gbit", nic_gbit)
@@ -102,3 +90,6 @@ def hgx_table(
     )
     add_hosts(g, hosts, HGX_GPUS_PER_HOST, NVLINK_BW_GBps[gpu], float(nic_bw_GBps), fabric)
     return g
+
+
+hgx_node = graph_builder(hgx_table, "hgx_node")

@@ -24,7 +24,6 @@ NIC i goes to plane ``i % planes``.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from moesim.topologies._graph import (
     add_link,
@@ -45,10 +44,7 @@ from moesim.topologies.constants import (
 )
 from moesim.topologies.errors import TopologyError
 from moesim.topologies.hgx import add_hosts
-from moesim.topologies.table import LinkGraph
-
-if TYPE_CHECKING:
-    import networkx as nx
+from moesim.topologies.table import LinkGraph, graph_builder
 
 
 def _add_plane(
@@ -73,29 +69,6 @@ def _add_plane(
     return n_spines
 
 
-def multi_plane_fat_tree(
-    hosts: int,
-    planes: int = 8,
-    gpu: str = "H800",
-    gpus_per_host: int = 8,
-    hosts_per_leaf: int = SWITCH_RADIX // 2,
-    oversubscription: float = 1.0,
-    spines: int | None = None,
-    radix: int = SWITCH_RADIX,
-    nic_gbit: float = CX7_GBIT,
-    fabric: str = "ib",
-    name: str | None = None,
-) -> nx.DiGraph:
-    """HGX hosts on ``planes`` independent two-tier fat trees (``spines`` is per plane).
-
-    >>> g = multi_plane_fat_tree(64)
-    >>> g.nodes["h40/nic3"]["plane"], g.graph["spines_per_plane"]
-    (3, 1)
-    >>> sorted(g.successors("h40/nic3"))
-    ['h40/gpu3', 'leaf.pl3.1']
-    """
-    return mpft_table(**locals()).to_networkx()  # every parameter, as given
-
 
 def mpft_table(
     hosts: int,
@@ -110,7 +83,17 @@ def mpft_table(
     fabric: str = "ib",
     name: str | None = None,
 ) -> LinkGraph:
-    """:func:`multi_plane_fat_tree` as a :class:`~moesim.topologies.table.LinkGraph`."""
+    """HGX hosts on ``planes`` independent two-tier fat trees (``spines`` is per plane).
+
+    >>> g = multi_plane_fat_tree(64)
+    >>> g.nodes["h40/nic3"]["plane"], g.graph["spines_per_plane"]
+    (3, 1)
+    >>> sorted(g.successors("h40/nic3"))
+    ['h40/gpu3', 'leaf.pl3.1']
+
+    This returns a :class:`~moesim.topologies.table.LinkGraph` (no networkx);
+    :func:`multi_plane_fat_tree`, same parameters, the networkx graph.
+    """
     check_int("hosts", hosts)
     check_choice("gpu", gpu, HGX_GPUS)
     check_int("gpus_per_host", gpus_per_host)
@@ -143,3 +126,6 @@ def mpft_table(
                               float(nic_bw_GBps), fabric)
     g.graph.update(leaves_per_plane=n_leaves, spines_per_plane=n_spines)
     return g
+
+
+multi_plane_fat_tree = graph_builder(mpft_table, "multi_plane_fat_tree")

@@ -22,8 +22,6 @@ Node names: ``rack{r}/nvsw``; trays are hosts ``h{host}`` numbered rack-major
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from moesim.topologies._graph import (
     add_link,
     add_switch,
@@ -42,10 +40,7 @@ from moesim.topologies.constants import (
     pcie_bw_for,
 )
 from moesim.topologies.rail import RailSpec, add_rail_fabric
-from moesim.topologies.table import LinkGraph
-
-if TYPE_CHECKING:
-    import networkx as nx
+from moesim.topologies.table import LinkGraph, graph_builder
 
 TRAYS_PER_RACK = 18
 GPUS_PER_TRAY = 4
@@ -66,30 +61,6 @@ def _add_rack(g: LinkGraph, rack: int, nvlink_bw: float, nic_bw: float, fabric: 
             add_link(g, gpu, nic, pcie_bw_for(nic_bw), lat.pcie_ns, "pcie")
 
 
-def nvl72(
-    racks: int = 1,
-    gpu: str = "GB200",
-    scale_out: str = "rail",
-    hosts_per_su: int = TRAYS_PER_RACK,
-    oversubscription: float = 1.0,
-    tiers: int = 2,
-    spine_oversubscription: float = 1.0,
-    spines: int | None = None,
-    radix: int = SWITCH_RADIX,
-    nic_gbit: float = CX7_GBIT,
-    fabric: str = "ib",
-    name: str | None = None,
-) -> nx.DiGraph:
-    """``racks`` NVL72 racks; ``scale_out`` "rail" joins their NICs, "none" leaves them free.
-
-    >>> g = nvl72(racks=2)
-    >>> g.graph["nvlink_domain_size"], g.nodes["h18/gpu0"]["gpu"], g.nodes["h18/gpu0"]["domain"]
-    (72, 72, 1)
-    >>> g.edges["h18/gpu0", "rack1/nvsw"]["bw_GBps"], g.graph["spines"]
-    (900.0, 3)
-    """
-    return nvl72_table(**locals()).to_networkx()  # every parameter, as given
-
 
 def nvl72_table(
     racks: int = 1,
@@ -105,7 +76,17 @@ def nvl72_table(
     fabric: str = "ib",
     name: str | None = None,
 ) -> LinkGraph:
-    """:func:`nvl72` as a :class:`~moesim.topologies.table.LinkGraph` (no networkx)."""
+    """``racks`` NVL72 racks; ``scale_out`` "rail" joins their NICs, "none" leaves them free.
+
+    >>> g = nvl72(racks=2)
+    >>> g.graph["nvlink_domain_size"], g.nodes["h18/gpu0"]["gpu"], g.nodes["h18/gpu0"]["domain"]
+    (72, 72, 1)
+    >>> g.edges["h18/gpu0", "rack1/nvsw"]["bw_GBps"], g.graph["spines"]
+    (900.0, 3)
+
+    This returns a :class:`~moesim.topologies.table.LinkGraph` (no networkx);
+    :func:`nvl72`, same parameters, the networkx graph.
+    """
     check_int("racks", racks)
     check_choice("gpu", gpu, NVL72_GPUS)
     check_choice("scale_out", scale_out, ("rail", "none"))
@@ -124,3 +105,6 @@ def nvl72_table(
         add_rail_fabric(g, racks * TRAYS_PER_RACK, GPUS_PER_TRAY, spec, float(nic_bw_GBps),
                         fabric)
     return g
+
+
+nvl72 = graph_builder(nvl72_table, "nvl72")

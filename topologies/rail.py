@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from moesim.topologies._graph import (
     Link,
@@ -49,10 +48,7 @@ from moesim.topologies.constants import (
     gbit_to_GBps,
 )
 from moesim.topologies.hgx import add_hosts
-from moesim.topologies.table import LinkGraph
-
-if TYPE_CHECKING:
-    import networkx as nx
+from moesim.topologies.table import LinkGraph, graph_builder
 
 
 @dataclass(frozen=True)
@@ -150,34 +146,6 @@ def _three_tier(
                    sus_per_pod=sus_per_pod, cores=n_spines * per_group, cores_per_group=per_group)
 
 
-def rail_fat_tree(
-    hosts: int,
-    gpu: str = "H100",
-    gpus_per_host: int = 8,
-    hosts_per_su: int = 32,
-    oversubscription: float = 1.0,
-    tiers: int = 2,
-    spine_oversubscription: float = 1.0,
-    spines: int | None = None,
-    sus_per_pod: int | None = None,
-    cores_per_group: int | None = None,
-    radix: int = SWITCH_RADIX,
-    nic_gbit: float = CX7_GBIT,
-    fabric: str = "ib",
-    name: str | None = None,
-) -> nx.DiGraph:
-    """HGX hosts on a rail-optimized 2- or 3-tier fat tree (see module docstring).
-
-    Four hosts in one SU at 4:1: each rail leaf has 4 NIC links and 50 GB/s of uplink.
-
-    >>> g = rail_fat_tree(4, hosts_per_su=4, oversubscription=4.0)
-    >>> g.graph["spines"], g.degree("leaf.r5.su0") // 2
-    (1, 5)
-    >>> g.edges["leaf.r5.su0", "spine.0"]["bw_GBps"]
-    50.0
-    """
-    return rail_table(**locals()).to_networkx()  # every parameter, as given
-
 
 def rail_table(
     hosts: int,
@@ -195,7 +163,19 @@ def rail_table(
     fabric: str = "ib",
     name: str | None = None,
 ) -> LinkGraph:
-    """:func:`rail_fat_tree` as a :class:`~moesim.topologies.table.LinkGraph` (no networkx)."""
+    """HGX hosts on a rail-optimized 2- or 3-tier fat tree (see module docstring).
+
+    Four hosts in one SU at 4:1: each rail leaf has 4 NIC links and 50 GB/s of uplink.
+
+    >>> g = rail_fat_tree(4, hosts_per_su=4, oversubscription=4.0)
+    >>> g.graph["spines"], g.degree("leaf.r5.su0") // 2
+    (1, 5)
+    >>> g.edges["leaf.r5.su0", "spine.0"]["bw_GBps"]
+    50.0
+
+    This returns a :class:`~moesim.topologies.table.LinkGraph` (no networkx);
+    :func:`rail_fat_tree`, same parameters, the networkx graph.
+    """
     check_choice("gpu", gpu, HGX_GPUS)
     check_int("hosts", hosts)
     check_int("gpus_per_host", gpus_per_host)
@@ -211,3 +191,6 @@ def rail_table(
     add_hosts(g, hosts, gpus_per_host, NVLINK_BW_GBps[gpu], float(nic_bw_GBps), fabric)
     add_rail_fabric(g, hosts, gpus_per_host, spec, float(nic_bw_GBps), fabric)
     return g
+
+
+rail_fat_tree = graph_builder(rail_table, "rail_fat_tree")

@@ -17,9 +17,10 @@ order they were added.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from functools import cached_property, wraps
+from inspect import signature
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 import numpy as np
 
@@ -254,3 +255,20 @@ class LinkGraph:
         g.add_edges_from((u, v, {"bw_GBps": bw, "latency_ns": lat, "tier": tier})
                          for u, v, bw, lat, tier in self._directed())
         return g
+
+
+P = ParamSpec("P")
+
+
+def graph_builder(table_builder: Callable[P, LinkGraph], name: str) -> Callable[P, nx.DiGraph]:
+    """The networkx form of a topology builder: the same parameters, checks and docstring as
+    ``table_builder`` (which returns a :class:`LinkGraph`), the graph as ``to_networkx()``."""
+
+    @wraps(table_builder)
+    def build(*args: P.args, **kwargs: P.kwargs) -> nx.DiGraph:
+        return table_builder(*args, **kwargs).to_networkx()
+
+    build.__name__ = build.__qualname__ = name
+    build.__signature__ = signature(table_builder).replace(  # type: ignore[attr-defined]
+        return_annotation="nx.DiGraph")
+    return build
