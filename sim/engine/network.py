@@ -30,6 +30,7 @@ multi-wave cases: compare against eps = 0 before trusting eps > 0 there.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -91,6 +92,7 @@ class FlowNetwork(SoloFlows):
         self._solos = SoloSet(n_links)  # flows alone on their links (moesim.engine.solo)
         self._replaying = False  # _materialize: solved flows joining as of their start
         self._observers: dict[int, Callable[[], None]] = {}  # observe()
+        self._observer_keys = itertools.count(1)  # never reused: old marks cannot misfire
         self._touched: list[np.ndarray] = []  # flows re-rated or finished in this update
         self._order: tuple[tuple[int, int], np.ndarray] = ((-1, -1), np.zeros(0, np.int64))
 
@@ -178,7 +180,7 @@ class FlowNetwork(SoloFlows):
         """A key for :meth:`watch`: ``callback`` runs after every update of the network that
         re-rates or finishes a flow watched under it (so between two calls the rates of
         those flows are constant)."""
-        key = len(self._observers) + 1 if not self._observers else max(self._observers) + 1
+        key = next(self._observer_keys)
         self._observers[key] = callback
         return key
 
