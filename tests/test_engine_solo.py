@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import simpy
 
+from moesim.collectives.p2p import send
 from moesim.engine.fabric import fabric_from_graph
+from moesim.engine.flowtable import FLOW_COLUMNS
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.fabric.build import build_graph
@@ -19,10 +21,11 @@ RAIL = FabricSpec(preset="rail-h800-64", params=(("hosts", 4), ("gpus_per_host",
 
 
 def _run(mode: str, eps: float, seed: int, solo: bool, monkeypatch: pytest.MonkeyPatch,
-         timeline: bool = True) -> FlowNetwork:
+         timeline: bool = True, one: bool = False) -> FlowNetwork:
     """Four processes, each sending 12 transfers of random size after random gaps, and one
     sending ring steps of 2 or 4 flows at once: some start alone on their links, some on top
-    of others (the gaps are of the order of a transfer)."""
+    of others (the gaps are of the order of a transfer). ``one``: the transfers are
+    point-to-point sends (:func:`moesim.collectives.p2p.send`, ``FlowNetwork.start_one``)."""
     with monkeypatch.context() as m:
         if not solo:
             m.setattr(FlowNetwork, "_alone_pairs", lambda self, net: None)
@@ -35,8 +38,8 @@ def _run(mode: str, eps: float, seed: int, solo: bool, monkeypatch: pytest.Monke
             for _ in range(12):
                 yield env.timeout(float(rng.exponential(1e-4)) * int(rng.integers(0, 2)))
                 dst = int(rng.integers(0, 16))
-                yield net.transfer(src, dst if dst != src else (src + 5) % 16,
-                                   float(rng.uniform(1e5, 2e6)))
+                dst, size = dst if dst != src else (src + 5) % 16, float(rng.uniform(1e5, 2e6))
+                yield send(net, src, dst, size) if one else net.transfer(src, dst, size)
 
         def pairs() -> simpy.events.ProcessGenerator:
             """Ring steps of a 4-GPU group: 4 flows at once, or 2 opposite ones, on links
@@ -88,6 +91,28 @@ def test_solo_path_matches_the_solver_path(mode: str, eps: float, seed: int,
     t_slow, u_slow = slow.stats.timeline()
     np.testing.assert_allclose(t_fast, t_slow, rtol=1e-9)
     np.testing.assert_allclose(u_fast, u_slow, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize(("mode", "eps", "seed"), [("dmodk", 0.0, 0), ("spray", 0.05, 1)])
+def test_start_one_is_start_of_one_flow(mode: str, eps: float, seed: int,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point-to-point sends through ``start_one`` (route and lone rate looked up per pair)
+    give every flow, link counter and sample bit for bit what ``start`` gives them, alone or
+    overlapping."""
+    one = _run(mode, eps, seed, True, monkeypatch, one=True)
+    ref = _run(mode, eps, seed, True, monkeypatch)
+    assert one.flows.n == ref.flows.n and one.solves == ref.solves > 0
+    for col in FLOW_COLUMNS:
+        if col != "pair_ptr":  # a pair's route is stored once
+            np.testing.assert_array_equal(one.flows[col], ref.flows[col], err_msg=col)
+    for fid in range(ref.flows.n):
+        args = [(int(n.flows["pair_ptr"][fid]), int(n.flows["pair_len"][fid])) for n in (one, ref)]
+        for a, b in zip(one.pairs.route(*args[0]), ref.pairs.route(*args[1]), strict=True):
+            np.testing.assert_array_equal(a, b)
+    for counter in ("bytes", "busy_s", "peak_util", "peak_flows"):
+        np.testing.assert_array_equal(getattr(one.stats, counter), getattr(ref.stats, counter))
+    for a, b in zip(one.stats.timeline(), ref.stats.timeline(), strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_a_lone_flow_skips_the_solver_and_a_second_one_joins_it(

@@ -19,8 +19,20 @@ from moesim.errors import ConfigError
 def send(
     net: FlowNetwork, src_gpu: int, dst_gpu: int, size_bytes: float, *, tag: int = -1
 ) -> simpy.Event:
-    """Send ``size_bytes`` from ``src_gpu`` to ``dst_gpu`` now; fires at arrival (value: time s)."""
-    return send_all(net, [src_gpu], [dst_gpu], [size_bytes], tag=tag)
+    """Send ``size_bytes`` from ``src_gpu`` to ``dst_gpu`` now; fires at arrival (value: time s).
+    :func:`send_all` of one send, without its arrays (:meth:`FlowNetwork.start_one`)."""
+    if not size_bytes >= 0:
+        raise ConfigError("p2p.size_bytes", "must be >= 0")
+    env = net.env
+    gid, arrived = net.expect(1)
+    done = env.event()
+
+    def fire(_: simpy.Event) -> None:
+        done.succeed(float(env.now))
+
+    arrived.callbacks.append(fire)
+    net.start_one(int(src_gpu), int(dst_gpu), float(size_bytes), gid, tag)
+    return done
 
 
 def send_all(

@@ -44,6 +44,15 @@ class Columns:
         self.n += count
         return ids
 
+    def append_row(self, **values: float) -> int:
+        """:meth:`append` of one row of scalars (no index arrays); returns its index."""
+        row = self.n
+        self._reserve(row + 1)
+        for key, val in values.items():
+            self.col[key][row] = val
+        self.n = row + 1
+        return row
+
     def _reserve(self, need: int) -> None:
         cap = next(iter(self.col.values())).shape[0]
         if need <= cap:

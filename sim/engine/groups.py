@@ -32,7 +32,7 @@ class CompletionGroups(Columns):
 
     def expect(self, n_flows: int) -> tuple[int, simpy.Event]:
         """A group awaiting ``n_flows`` flows; returns (group id, event)."""
-        gid = int(self.append(left=[n_flows], finish_s=[self.env.now])[0])
+        gid = self.append_row(left=n_flows, finish_s=self.env.now)
         event = self.env.event()
         self._event.append(event)
         if n_flows == 0:

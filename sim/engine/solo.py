@@ -109,6 +109,28 @@ def alone(fid: int, t0_s: float, size_bytes: float, hops: np.ndarray, weights: n
                 solver_links=links, load_Bps=load)
 
 
+@dataclass(frozen=True)
+class LoneRoute:
+    """What a flow between one (source, destination) pair gets from the router and, alone on
+    its links, from :func:`alone`, whatever its size and start: kept per pair so that a
+    point-to-point send (:meth:`moesim.engine.solorun.SoloFlows.start_one`) looks them up."""
+
+    ptr: int  # where the route's (link, weight) pairs sit in the network's PairStore
+    hops: np.ndarray
+    weights: np.ndarray
+    latency_s: float
+    cap_Bps: float  # rate an otherwise idle fabric would give it (RouteSet.cap_Bps)
+    alone: Solo | None  # alone(...) of a flow of this pair; None: its route crosses a link twice
+
+    def solo(self, fid: int, t0_s: float, size_bytes: float) -> Solo:
+        """Flow ``fid`` of ``size_bytes`` from ``t0_s``, alone: :func:`alone`'s answer."""
+        a = self.alone
+        assert a is not None
+        return Solo(fid=fid, t0_s=t0_s, size_bytes=size_bytes, rate_Bps=a.rate_Bps,
+                    bottleneck=a.bottleneck, hops=a.hops, weights=a.weights,
+                    solver_links=a.solver_links, load_Bps=a.load_Bps)
+
+
 def moved_bytes(solo: Solo, dt_s: float) -> np.ndarray:
     """Bytes per hop after ``dt_s`` at its rate: the solver path's ``FlowNetwork._advance``
     for one flow, a drain's float overshoot taken back per hop."""

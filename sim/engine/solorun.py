@@ -17,23 +17,28 @@ batch, so it drains at its own time, as eps = 0 would.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import simpy
 
 from moesim.engine.active import ActiveFlows
 from moesim.engine.fabric import Fabric
-from moesim.engine.flowtable import Columns
+from moesim.engine.flowtable import Columns, PairStore
 from moesim.engine.late import LateEvent
 from moesim.engine.linkstats import LinkStats
-from moesim.engine.solo import SoloSet, alone, moved_bytes
+from moesim.engine.routing import Router
+from moesim.engine.solo import LoneRoute, Solo, SoloSet, alone, moved_bytes
 
 
 class SoloFlows:
     """The solo-flow half of :class:`moesim.engine.network.FlowNetwork` (module docstring)."""
 
     env: simpy.Environment
+    router: Router
     fabric: Fabric
     flows: Columns
+    pairs: PairStore
     stats: LinkStats
     active: ActiveFlows
     _solos: SoloSet
@@ -46,6 +51,15 @@ class SoloFlows:
     _t_last: float
     _gen: int
     _replaying: bool
+    _observers: dict[int, Callable[[], None]]
+    _lone: dict[tuple[int, int], LoneRoute] | None = None  # start_one's routes, by pair
+
+    def start(self, src_gpu: np.ndarray, dst_gpu: np.ndarray, size_bytes: np.ndarray,
+              group: int | np.ndarray, tag: int | np.ndarray = -1) -> np.ndarray:
+        raise NotImplementedError
+
+    def _request_update(self) -> None:
+        raise NotImplementedError
 
     def _pairs(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -58,6 +72,58 @@ class SoloFlows:
 
     def _notify(self, ids: np.ndarray) -> None:
         raise NotImplementedError
+
+    def start_one(self, src_gpu: int, dst_gpu: int, size_bytes: float, group: int,
+                  tag: int = -1) -> int:
+        """:meth:`start` of one flow (a point-to-point send); returns its id. The same flow,
+        route, rate and events as :meth:`start` gives it, with the route and the rate it gets
+        alone looked up per (source, destination) pair (:class:`LoneRoute`) instead of
+        computed per flow."""
+        if src_gpu == dst_gpu or not size_bytes > 0:
+            return int(self.start(np.array([src_gpu]), np.array([dst_gpu]),
+                                  np.array([size_bytes], dtype=np.float64), group, tag)[0])
+        now, route = self.env.now, self._lone_route(src_gpu, dst_gpu)
+        fid = self.flows.append_row(src=src_gpu, dst=dst_gpu, size_bytes=size_bytes,
+                                    rem_bytes=size_bytes, group=group, tag=tag, start_s=now)
+        fl = self.flows.col
+        fl["pair_ptr"][fid], fl["pair_len"][fid] = route.ptr, route.hops.size
+        fl["latency_s"][fid] = route.latency_s
+        fl["ideal_s"][fid] = route.latency_s + size_bytes / route.cap_Bps
+        if route.alone is not None and self._may_run_alone(route.hops):
+            self._run_alone(route.solo(fid, now, size_bytes))
+            self._sample(now, route.hops)
+        else:
+            net = np.array([fid], dtype=np.int64)
+            self._materialize(net)
+            self._pending.append(net)
+            self._request_update()
+        return fid
+
+    def _lone_route(self, src_gpu: int, dst_gpu: int) -> LoneRoute:
+        """The :class:`LoneRoute` of (``src_gpu``, ``dst_gpu``), made on first use: the route
+        stored once in the pair store (flows read their hops by pointer, never write them)."""
+        if self._lone is None:
+            self._lone = {}
+        route = self._lone.get((src_gpu, dst_gpu))
+        if route is None:
+            rs = self.router.routes(np.array([src_gpu]), np.array([dst_gpu]))
+            hops, wts = rs.link.copy(), rs.weight.copy()
+            solo = None
+            if np.unique(hops).size == hops.size:
+                solo = alone(-1, 0.0, 0.0, hops, wts, self.active.solve_map, self._load_of,
+                             self.fabric.cap_Bps)
+            route = self._lone[(src_gpu, dst_gpu)] = LoneRoute(
+                ptr=self.pairs.append(hops, wts), hops=hops, weights=wts,
+                latency_s=float(rs.latency_s[0]), cap_Bps=float(rs.cap_Bps[0]), alone=solo)
+        return route
+
+    def _may_run_alone(self, hops: np.ndarray) -> bool:
+        """:meth:`_alone_pairs` for one new flow on ``hops`` (distinct links)."""
+        if self._pending or (not self.active.n and self._flush_at == self.env.now):
+            return False
+        if self.active.n and (self._flows_on[hops] > 0).any():
+            return False
+        return not self._solos.on[hops].any()
 
     def _alone_pairs(self, net: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -97,14 +163,18 @@ class SoloFlows:
         ends = np.cumsum(np.bincount(owner, minlength=net.size))
         for i, fid in enumerate(net.tolist()):
             mine = slice(ends[i - 1] if i else 0, ends[i])
-            solo = alone(fid, now, float(fl["size_bytes"][fid]), hops[mine], wts[mine],
-                         self.active.solve_map, self._load_of, self.fabric.cap_Bps)
-            self._solos.add(solo)
-            fl["rate_Bps"][fid], fl["bottleneck"][fid] = solo.rate_Bps, solo.bottleneck
-            self._young[solo.solver_links] = now
-            self._flows_on[solo.hops] += 1
-            LateEvent(self.env, solo.size_bytes / solo.rate_Bps, self._solo_done, fid)
+            self._run_alone(alone(fid, now, float(fl["size_bytes"][fid]), hops[mine], wts[mine],
+                                  self.active.solve_map, self._load_of, self.fabric.cap_Bps))
         self._sample(now, hops)
+
+    def _run_alone(self, solo: Solo) -> None:
+        """Flow ``solo.fid`` runs alone from now: its rate, its links' counters, its wake-up."""
+        fl, fid = self.flows.col, solo.fid
+        self._solos.add(solo)
+        fl["rate_Bps"][fid], fl["bottleneck"][fid] = solo.rate_Bps, solo.bottleneck
+        self._young[solo.solver_links] = self.env.now
+        self._flows_on[solo.hops] += 1
+        LateEvent(self.env, solo.size_bytes / solo.rate_Bps, self._solo_done, fid)
 
     def _solo_done(self, event: simpy.events.Event) -> None:
         fid = event.value
@@ -125,7 +195,8 @@ class SoloFlows:
         self._sample(now, solo.hops)
         if idle:
             self._gen += 1
-        self._notify(np.array([fid]))
+        if self._observers:
+            self._notify(np.array([fid]))
 
     def _materialize(self, net: np.ndarray) -> None:
         """Solo flows join the active set before the flows ``net`` do. With no solved flow
