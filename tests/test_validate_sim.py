@@ -24,6 +24,7 @@ from moesim.validate.deepep import (
 )
 from moesim.validate.flows import FlowBatch, run_flows, with_loopbacks
 from moesim.validate.nccl import GIB, simulate_alltoall, uniform_alltoall
+from moesim.validate.phases import PHASES_S, STEP_S, StagePhases, gpu_hours_of_step, published
 from moesim.validate.step import megatron_v09_flops, mixtral_spec
 
 NVLINK_LAT_S = 2 * 1665e-9  # gpu -> nvswitch -> gpu (moesim.topologies.constants)
@@ -125,6 +126,24 @@ def test_deepep_intranode_time_is_the_busiest_port() -> None:
     assert bound <= res.time_s <= 1.05 * bound
 
 
+
+def test_deepep_binding_side_by_ep() -> None:
+    """DeepEP #285 (its authors): at EP16 NVLink forwarding is the bottleneck, not RDMA. Here
+    a rank forwards ~3.3x its RDMA-logical bytes over NVLink at EP16 (0.5x of them cross its
+    NIC), ~2x at EP32 (0.75x on the NIC): NVLink binds at EP16, the NIC at EP32."""
+    ep16 = simulate_deepep(DeepEPSetup(ep=16, tokens_per_rank=512), "dispatch")
+    ep32 = simulate_deepep(DeepEPSetup(ep=32, tokens_per_rank=512), "dispatch")
+    assert ep16.binding_tier == "nvlink" and ep32.binding_tier == "nic"
+    assert {t for t, _, _ in ep16.busiest} == {"nvlink", "nic"}
+    assert ep16.busiest[0][2] > 0.9 > ep16.busiest[1][2]
+    assert ep32.busiest[0][2] > 0.9 > ep32.busiest[1][2]
+    # the busiest NVLink port runs at the H800's achievable rate, no faster
+    assert ep16.busiest[0][1] == pytest.approx(H800_NVL_BPS / 1e9, rel=0.1)
+    assert ep16.busiest[0][1] <= H800_NVL_BPS / 1e9 * (1 + 1e-9)
+    # a published figure half the simulated one means each side ran at half its rate
+    half = ep16.implied_GBps(ep16.bw_GBps / 2)
+    assert half["nvlink"] == pytest.approx(ep16.busiest[0][1] / 2)
+
 # ---- checkpoint element counts (block-FP8 releases) ------------------------------------
 
 KIMI_ATTN_SCALES = 12 * 56 + 96 * 12 + 5 * 56 + 128 * 4 + 56 * 64
@@ -188,3 +207,27 @@ def test_mixtral_spec_matches_the_published_setting() -> None:
     assert (spec.dispatch_dtype, spec.combine_dtype) == ("bf16", "bf16")
     graph = topologies.load_preset(spec.fabric.preset)
     assert sum(1 for _, d in graph.nodes(data=True) if d.get("kind") == "gpu") == 64
+
+
+# ---- DeepSeek-V3 2048 x H800: the published step phases (Insights Table 4) ---------------
+
+
+def test_published_phases_are_one_step_and_the_gpu_hours_case() -> None:
+    """Table 4's phases add up to its step (19.90 of 19.926 s), and that step is the report's
+    180K GPU-hours per trillion tokens: 19.926 x 2048 / 3600 x 1e12 / (15360 x 4096)."""
+    assert sum(PHASES_S.values()) == pytest.approx(STEP_S, rel=0.002)
+    assert gpu_hours_of_step() == pytest.approx(180.2e3, rel=1e-3)
+    assert gpu_hours_of_step() == pytest.approx(180e3, rel=0.002)
+    assert published() == pytest.approx({"passes": 17.55, "bubble": 2.06, "opt": 0.29})
+
+
+def test_stage_phases_by_hand() -> None:
+    # categories: compute, a2a_exposed, tp_exposed, bubble, dp_exposed, optimizer, cp_exposed
+    times = np.array([[10.0, 2.0, 0.5, 4.0, 0.2, 0.1, 0.0],
+                      [15.0, 2.55, 0.0, 2.06, 0.28, 0.01, 0.0]])
+    ph = StagePhases.from_times(times)
+    assert ph.stage_s["passes"].tolist() == pytest.approx([12.5, 17.55])
+    assert ph.stage_s["bubble"].tolist() == [4.0, 2.06]
+    assert ph.stage_s["opt"].tolist() == pytest.approx([0.3, 0.29])
+    assert ph.errors_pct()["passes"][1] == pytest.approx(0.0, abs=1e-9)
+    assert "bubble 2.06 s vs 3.03 s median stage" in ph.line()

@@ -136,10 +136,13 @@ STEP_CASES: tuple[Case, ...] = (
          assumptions=("uniform dropless routing (aux-loss balanced)", "rail-optimised fat "
                       "tree rail-h100-64, 400G NICs", "no recompute")),
     Case("DeepSeek-V3 pre-training, 2048 H800, PP16 EP64 DP128", "training_cost",
-         (("scenario", "deepseek-v3-2048xh800"),), 180e3, "H800 GPU-hours per 1T tokens",
+         (("scenario", "deepseek-v3-2048xh800"), ("phases", True)), 180e3,
+         "H800 GPU-hours per 1T tokens",
          0.05,
          "DeepSeek-V3 technical report (arXiv:2412.19437): 180K H800 GPU hours per trillion "
-         "tokens (2664K for 14.8T)", scope="end_to_end", gpu="H800", path="fast",
+         "tokens (2664K for 14.8T); per-phase breakdown of the same step: 'Insights into "
+         "DeepSeek-V3' (arXiv:2505.09343v2) Table 4, MPFT: 19.926 s = 180.2K GPU-hours/1T",
+         scope="end_to_end", gpu="H800", path="fast",
          lower_is_faster=True,
          note="fast mode; DualPipe-style, FP8 blockwise GEMMs and casts, DeepEP dispatch, "
               "GBS 15360; not modelled: the MTP module, the batch ramp over the first 469B "

@@ -36,6 +36,16 @@ charges local copies to the GPU's NVLink-side budget, via loopback endpoints
 (:func:`moesim.validate.flows.with_loopbacks`). Without that charge (local copies free)
 the model predicts ~20-28% more for intranode and EP16 - reported as ``detail`` of each
 case, so the assumption stays visible.
+
+Which side binds (:attr:`DeepEPResult.busiest`): the fabric tier whose busiest link is
+nearest its achievable rate over the kernel. With the benchmark's routing a rank's NVLink
+forwarding carries ~3.3x its RDMA-logical bytes at EP16 (2 nodes: a token reaches both, and
+the own node's half never crosses RDMA) and ~2x at EP32/EP64, against 0.5x / 0.75x / 0.875x
+of them on its NIC: the model binds on NVLink at EP16 and on the NIC at EP32 and EP64 -
+DeepEP's authors say the same of their EP16 figure ("when the RDMA bandwidth reaches 43
+GB/s, the NVLink bandwidth will exceed 140 GB/s, making NVLink the bottleneck",
+deepseek-ai/DeepEP #285). ``implied_GBps`` scales the simulated per-tier rates to the
+published kernel time: what the published figure means on each side.
 """
 
 from __future__ import annotations
@@ -47,7 +57,7 @@ import numpy as np
 from moesim import topologies
 from moesim.calibration import KERNEL_LAUNCH_OVERHEAD_S
 from moesim.router import UNIFORM, assign_experts, route_tokens
-from moesim.validate.flows import FlowBatch, run_flows, with_loopbacks
+from moesim.validate.flows import FlowBatch, FlowRun, run_flows, with_loopbacks
 from moesim.workload.deepep import hierarchical_tokens
 
 GPUS_PER_NODE = 8
@@ -87,6 +97,18 @@ class DeepEPResult:
     logical_bytes: float  # per rank, mean: the numerator DeepEP uses
     bw_GBps: float
     bw_no_local_charge_GBps: float  # the same with local copies free (see module doc)
+    busiest: tuple[tuple[str, float, float], ...] = ()
+    """(tier, busiest link's GB/s over the kernel, its utilisation of the achievable rate)
+    for the NVLink and NIC tiers, binding tier first."""
+
+    @property
+    def binding_tier(self) -> str:
+        """The tier whose busiest link is nearest its achievable rate: the bottleneck."""
+        return self.busiest[0][0] if self.busiest else ""
+
+    def implied_GBps(self, published_GBps: float) -> dict[str, float]:
+        """Each tier's busiest-link rate at the kernel time the published figure implies."""
+        return {tier: rate * published_GBps / self.bw_GBps for tier, rate, _ in self.busiest}
 
 
 def _routing(setup: DeepEPSetup) -> dict[str, int]:
@@ -150,6 +172,23 @@ def internode_flows(dedup: np.ndarray, node_tokens: np.ndarray, token_bytes: flo
     return FlowBatch(flows.src[some], flows.dst[some], flows.size_bytes[some])
 
 
+BOTTLENECK_TIERS = ("nvlink", "nic")
+
+
+def busiest_links(run: FlowRun, time_s: float) -> tuple[tuple[str, float, float], ...]:
+    """(tier, GB/s, utilisation) of the busiest link of each of :data:`BOTTLENECK_TIERS`
+    over ``time_s``, most utilised first."""
+    rows = []
+    for tier in BOTTLENECK_TIERS:
+        on = run.fabric.tier == tier
+        if not on.any():
+            continue
+        rate = run.link_bytes[on] / time_s
+        i = int(np.argmax(rate / run.fabric.cap_Bps[on]))
+        rows.append((tier, float(rate[i]) / 1e9, float(rate[i] / run.fabric.cap_Bps[on][i])))
+    return tuple(sorted(rows, key=lambda r: -r[2]))
+
+
 def simulate_deepep(setup: DeepEPSetup, kernel: str) -> DeepEPResult:
     """Simulate one DeepEP ``kernel`` ("dispatch" or "combine") and its reported bandwidth."""
     tb = setup.token_bytes(kernel)
@@ -170,8 +209,10 @@ def simulate_deepep(setup: DeepEPSetup, kernel: str) -> DeepEPResult:
     if kernel == "combine":
         charged = _reverse(charged, n_gpus)
         batch = _reverse(batch, n_gpus)
-    time_s = run_flows(with_loopbacks(graph), charged).time_s + KERNEL_LAUNCH_OVERHEAD_S
+    run = run_flows(with_loopbacks(graph), charged)
+    time_s = run.time_s + KERNEL_LAUNCH_OVERHEAD_S
     free_s = run_flows(graph, batch).time_s + KERNEL_LAUNCH_OVERHEAD_S
     logical = float(logical)
     return DeepEPResult(time_s=time_s, logical_bytes=logical, bw_GBps=logical / time_s / 1e9,
-                        bw_no_local_charge_GBps=logical / free_s / 1e9)
+                        bw_no_local_charge_GBps=logical / free_s / 1e9,
+                        busiest=busiest_links(run, time_s))

@@ -22,6 +22,7 @@ from moesim.validate.step import (
     simulate_bridge,
     simulate_gpu_hours,
     simulate_mixtral,
+    stage_phases,
     step_detail,
 )
 
@@ -43,8 +44,13 @@ def run_case(case: Case) -> Prediction:
 
 def _deepep(case: Case) -> Prediction:
     res = simulate_deepep(DeepEPSetup(ep=int(str(case.arg("ep")))), str(case.arg("kernel")))
+    sides = ", ".join(f"{tier} {rate:.1f} GB/s ({util:.0%})" for tier, rate, util in res.busiest)
+    implied = ", ".join(f"{tier} {rate:.1f}" for tier, rate in
+                        res.implied_GBps(case.published).items())
     detail = (f"kernel {res.time_s * 1e3:.3f} ms, {res.logical_bytes / 1e6:.1f} MB logical/rank;"
-              f" {res.bw_no_local_charge_GBps:.1f} GB/s if local copies were free")
+              f" busiest link per tier: {sides}: {res.binding_tier}-bound; the published "
+              f"figure implies {implied} GB/s; "
+              f"{res.bw_no_local_charge_GBps:.1f} GB/s if local copies were free")
     return res.bw_GBps, detail
 
 
@@ -78,8 +84,12 @@ def _gemm(case: Case) -> Prediction:
 
 
 def _training_cost(case: Case) -> Prediction:
-    hours, result = simulate_gpu_hours(str(case.arg("scenario")))
-    return hours, f"{step_detail(result)}; {case.note}"
+    scenario = str(case.arg("scenario"))
+    hours, result = simulate_gpu_hours(scenario)
+    detail = f"{step_detail(result)}; {case.note}"
+    if dict(case.args).get("phases"):  # the published per-phase breakdown of the same step
+        detail += f"; {stage_phases(scenario).line()}"
+    return hours, detail
 
 
 def _bridge(case: Case) -> Prediction:

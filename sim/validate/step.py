@@ -24,6 +24,8 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from moesim.fabric.spec import FabricSpec
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
@@ -33,9 +35,12 @@ from moesim.scenario import load_scenario_file
 from moesim.scenarios import resolve
 from moesim.step import StepResult, StepSpec, run_step
 from moesim.step.host import host_band
+from moesim.step.mode import step_mode
+from moesim.step.result import summarise
 from moesim.validate.ampere import MODELS as AMPERE_MODELS
 from moesim.validate.bridge import PRECISIONS, bridge_model
 from moesim.validate.case import Case
+from moesim.validate.phases import StagePhases
 
 
 def megatron_v09_flops(model: ModelConfig, sequences: int, seq_len: int) -> float:
@@ -74,14 +79,32 @@ def simulate_mixtral(microbatches: int = 16) -> tuple[float, StepResult]:
 
 
 @lru_cache(maxsize=2)
+def _run_scenario(scenario: str) -> tuple[StepSpec, StepResult, np.ndarray]:
+    """(spec, result, [stage, category] seconds of one simulated rank per stage) of the shipped
+    step scenario ``scenario`` in its own mode (what :func:`moesim.step.run_step` runs)."""
+    scn = load_scenario_file(resolve(scenario))
+    spec = step_spec(scn)
+    strategy = step_mode(scn.mode)
+    st, ranks = strategy.simulate(spec)
+    result = summarise(spec, st, ranks, strategy.name, strategy.critical(st))
+    sim = np.asarray(sorted(ranks), dtype=np.int64)
+    stage = sim // (spec.layout.world_size // spec.layout.pp)
+    first = np.unique(stage, return_index=True)[1]  # one rank per stage (fast mode: the one)
+    return spec, result, st.time_s[sim[first]].copy()
+
+
 def simulate_gpu_hours(scenario: str) -> tuple[float, StepResult]:
     """(GPU-hours per trillion tokens, the step result) of the shipped step scenario
     ``scenario`` in its own mode: step time x GPUs / tokens per step, scaled to 1e12 tokens."""
-    scn = load_scenario_file(resolve(scenario))
-    spec = step_spec(scn)
-    result = run_step(spec, mode=scn.mode)
+    spec, result, _ = _run_scenario(scenario)
     gpus = spec.layout.world_size
     return result.step_time_s * gpus / 3600 * 1e12 / spec.global_tokens, result
+
+
+def stage_phases(scenario: str) -> StagePhases:
+    """Each pipeline stage's time in passes, bubble and optimizer (:mod:`.phases`), from the
+    same (cached) run as :func:`simulate_gpu_hours`."""
+    return StagePhases.from_times(_run_scenario(scenario)[2])
 
 
 def step_detail(result: StepResult) -> str:

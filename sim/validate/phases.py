@@ -1,0 +1,86 @@
+"""The published phases of DeepSeek-V3's 2048 x H800 training step, against moesim's stages.
+
+DeepSeek's "Insights into DeepSeek-V3: Scaling Challenges and Reflections on Hardware for AI
+Architectures" (ISCA '25; arXiv:2505.09343v2, Table 4, "Training metric comparison between
+MPFT and MRFT networks") times one step of the 2048-GPU pre-training run on its multi-plane
+fat tree (MPFT column): 19.926 s, made of 1F 1.13 s (forward), bubble 2.06 s, 1B 1.99 s (input
+backward), 1W 0.48 s (weight backward), 1F1B 13.95 s (the overlapped forward-backward
+phase), opt 0.29 s. The phases sum to 19.90 s. The same step on the single-plane multi-rail
+tree (MRFT) took 19.946 s (bubble 2.03, 1F1B 14.00, opt 0.31): "within normal fluctuations and
+measurement error", per the authors. The same run's report (arXiv:2412.19437) gives 180K H800
+GPU-hours per trillion tokens: 19.926 s x 2048 GPUs over 15360 x 4096 tokens is 180.2K, so
+the table and the GPU-hours case describe one step (:func:`gpu_hours_of_step`).
+
+What the phases are is the table's own reading: F, B, W passes as DualPipe runs them, the
+1F1B phase with each chunk's all-to-all and pipeline sends overlapped by another chunk's
+compute, so a phase's time is the rank's time in those passes whatever bound them. moesim's
+counterpart of "1F + 1B + 1W + 1F1B" (17.55 s) is therefore a rank's compute plus its exposed
+all-to-all / TP / CP waits; of "bubble" its waits for pipeline inputs; of "opt" its exposed DP
+collectives plus its optimizer step. The table names no rank, so each stage is compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from moesim.step.state import CATEGORIES
+
+SOURCE = ("DeepSeek-AI, 'Insights into DeepSeek-V3' (ISCA '25, arXiv:2505.09343v2) Table 4, "
+          "MPFT column")
+STEP_S = 19.926
+PHASES_S: dict[str, float] = {"1F": 1.13, "bubble": 2.06, "1B": 1.99, "1W": 0.48,
+                              "1F1B": 13.95, "opt": 0.29}
+PASS_PHASES = ("1F", "1B", "1W", "1F1B")
+GLOBAL_TOKENS = 15360 * 4096  # the report's batch after its ramp, 4096-token sequences
+GPUS = 2048
+
+# moesim's categories behind each compared quantity
+_GROUPS: dict[str, tuple[str, ...]] = {
+    "passes": ("compute", "a2a_exposed", "tp_exposed", "cp_exposed"),
+    "bubble": ("bubble",),
+    "opt": ("dp_exposed", "optimizer"),
+}
+
+
+def published() -> dict[str, float]:
+    """The compared quantities as published (seconds): passes, bubble, opt."""
+    return {"passes": sum(PHASES_S[p] for p in PASS_PHASES), "bubble": PHASES_S["bubble"],
+            "opt": PHASES_S["opt"]}
+
+
+def gpu_hours_of_step(step_s: float = STEP_S) -> float:
+    """H800 GPU-hours per trillion tokens of a ``step_s`` step (180.2K for Table 4's)."""
+    return step_s * GPUS / 3600 * 1e12 / GLOBAL_TOKENS
+
+
+@dataclass(frozen=True)
+class StagePhases:
+    """moesim's counterpart of each published quantity, per pipeline stage (seconds)."""
+
+    stage_s: dict[str, np.ndarray]  # quantity -> [stage]
+
+    @staticmethod
+    def from_times(time_s: np.ndarray) -> StagePhases:
+        """From a [stage, category] array of one rank per stage (categories in
+        :data:`moesim.step.state.CATEGORIES` order)."""
+        col = {c: i for i, c in enumerate(CATEGORIES)}
+        return StagePhases({q: time_s[:, [col[c] for c in cats]].sum(axis=1)
+                            for q, cats in _GROUPS.items()})
+
+    def errors_pct(self) -> dict[str, np.ndarray]:
+        """Per quantity and stage: moesim over published, in percent."""
+        pub = published()
+        return {q: (v / pub[q] - 1) * 100 for q, v in self.stage_s.items()}
+
+    def line(self) -> str:
+        """One line: each quantity published vs moesim's median stage (and the stage range)."""
+        pub, errs = published(), self.errors_pct()
+        parts = []
+        for q, v in self.stage_s.items():
+            e = errs[q]
+            parts.append(f"{q} {pub[q]:.2f} s vs {float(np.median(v)):.2f} s median stage "
+                         f"({float(np.median(e)):+.0f}%; stages {float(v.min()):.2f}.."
+                         f"{float(v.max()):.2f})")
+        return f"vs {SOURCE} (step {STEP_S} s): " + "; ".join(parts)
