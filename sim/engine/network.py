@@ -30,8 +30,7 @@ multi-wave cases: compare against eps = 0 before trusting eps > 0 there.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import simpy
@@ -43,13 +42,14 @@ from moesim.engine.flowtable import FLOW_COLUMNS, Columns, PairStore
 from moesim.engine.groups import CompletionGroups
 from moesim.engine.late import LateEvent
 from moesim.engine.linkstats import LinkStats
+from moesim.engine.observe import Observed
 from moesim.engine.ratesolver import RateSolver
 from moesim.engine.routing import Router
 from moesim.engine.solo import SoloSet
 from moesim.engine.solorun import SoloFlows
 
 
-class FlowNetwork(SoloFlows):
+class FlowNetwork(Observed, SoloFlows):
     """Runs flows over ``router``'s fabric in ``env``.
 
     Use :meth:`expect` to make a completion group, then :meth:`start` flows
@@ -91,10 +91,7 @@ class FlowNetwork(SoloFlows):
         self.groups = CompletionGroups(env)
         self._solos = SoloSet(n_links)  # flows alone on their links (moesim.engine.solo)
         self._replaying = False  # _materialize: solved flows joining as of their start
-        self._observers: dict[int, Callable[[], None]] = {}  # observe()
-        self._observer_keys = itertools.count(1)  # never reused: old marks cannot misfire
-        self._touched: list[np.ndarray] = []  # flows re-rated or finished in this update
-        self._order: tuple[tuple[int, int], np.ndarray] = ((-1, -1), np.zeros(0, np.int64))
+        self._init_observers()
 
     # ---------------------------------------------------------------- API
     def expect(self, n_flows: int) -> tuple[int, simpy.Event]:
@@ -140,63 +137,6 @@ class FlowNetwork(SoloFlows):
             self._pending.append(net)
             self._request_update()
         return ids
-
-    def kick(self) -> None:
-        """Solve now for flows started after this instant's update ran (an update runs at
-        most once per instant on its own: :meth:`_request_update`)."""
-        if self._pending:
-            LateEvent(self.env, 0.0, self._on_event)
-
-    def progress(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(bytes left now, rate now) of the flows ``ids``: 0 and 0 once drained; a flow
-        not yet solved has its size and rate 0. Between two calls of :attr:`observers` every
-        rate is constant."""
-        fl, now = self.flows.col, self.env.now
-        rem, rate = fl["rem_bytes"][ids].copy(), fl["rate_Bps"][ids].copy()
-        act = self.active
-        live = np.zeros(ids.size, dtype=bool)
-        if act.n:
-            if self._order[0] != (self.solves, act.n):  # the active set changes with a solve
-                self._order = ((self.solves, act.n), np.argsort(act.ids))
-            order = self._order[1]
-            at = order[np.minimum(np.searchsorted(act.ids, ids, sorter=order), act.n - 1)]
-            live = act.ids[at] == ids
-            rem[live] = act.rem[at[live]] - act.rate[at[live]] * (now - self._t_last)
-            rate[live] = act.rate[at[live]]
-        gone = ~np.isnan(fl["drain_s"][ids])
-        queued = ~live & ~gone
-        if self._pending and queued.any():
-            queued &= np.isin(ids, np.concatenate(self._pending))
-            solo = ~live & ~gone & ~queued
-        else:
-            solo, queued = queued, np.zeros(ids.size, dtype=bool)
-        # a solo flow has run at its rate since it started (moesim.engine.solo)
-        rem[solo] = fl["size_bytes"][ids[solo]] - rate[solo] * (now - fl["start_s"][ids[solo]])
-        rate[queued] = 0.0
-        rem[gone], rate[gone] = 0.0, 0.0
-        return np.maximum(rem, 0.0), rate
-
-    def observe(self, callback: Callable[[], None]) -> int:
-        """A key for :meth:`watch`: ``callback`` runs after every update of the network that
-        re-rates or finishes a flow watched under it (so between two calls the rates of
-        those flows are constant)."""
-        key = next(self._observer_keys)
-        self._observers[key] = callback
-        return key
-
-    def unobserve(self, key: int) -> None:
-        self._observers.pop(key, None)
-
-    def watch(self, ids: np.ndarray, key: int) -> None:
-        """Tell the observer ``key`` (:meth:`observe`) when the flows ``ids`` change rate."""
-        self.flows.col["observer"][ids] = key
-
-    def _notify(self, ids: np.ndarray) -> None:
-        keys = self.flows.col["observer"][ids]
-        for key in np.unique(keys[keys > 0]).tolist():
-            callback = self._observers.get(key)
-            if callback is not None:
-                callback()
 
     def transfer(self, src_gpu: int, dst_gpu: int, size_bytes: float) -> simpy.Event:
         """One flow in its own group; the event fires when its last byte arrives."""
