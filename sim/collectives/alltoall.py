@@ -27,12 +27,7 @@ class AllToAll:
 
     def __post_init__(self) -> None:
         n = self.gpus.size
-        self.groups = np.zeros(n, dtype=np.int64)
-        self.events: list[simpy.Event] = []
-        for r in range(n):
-            gid, event = self.net.expect(n - 1)
-            self.groups[r] = gid
-            self.events.append(event)
+        self.groups, self.events = self.net.expect_many(n, n - 1)
 
     def route_all(self) -> None:
         """Build the routes of every (sender, receiver) pair now, in one router call: one

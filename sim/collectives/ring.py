@@ -77,11 +77,11 @@ class RingCollective(RankStarted):
         self._reducing = np.zeros(n, dtype=bool)
         self._n_done = 0
         self._groups = np.zeros((n, max(self.n_steps, 1)), dtype=np.int64)
-        for r in range(n):
-            for s in range(self.n_steps):
-                gid, event = net.expect(1)
-                self._groups[r, s] = gid
-                event.callbacks.append(self._on_arrival(r, s))
+        if self.n_steps:
+            gids, events = net.expect_many(n * self.n_steps, 1)  # row-major: (rank, step)
+            self._groups[:] = gids.reshape(n, self.n_steps)
+            for i, event in enumerate(events):
+                event.callbacks.append(self._on_arrival(*divmod(i, self.n_steps)))
 
     # ---------------------------------------------------------------- API
     @property

@@ -39,6 +39,17 @@ class CompletionGroups(Columns):
             event.succeed(-1)
         return gid, event
 
+    def expect_many(self, count: int, n_flows: int) -> tuple[np.ndarray, list[simpy.Event]]:
+        """``count`` groups awaiting ``n_flows`` flows each, in one append: what ``count``
+        calls of :meth:`expect` give (ids in order, one event each)."""
+        if n_flows <= 0:
+            pairs = [self.expect(n_flows) for _ in range(count)]
+            return np.array([g for g, _ in pairs], dtype=np.int64), [e for _, e in pairs]
+        gids = self.append(left=np.full(count, n_flows), finish_s=np.full(count, self.env.now))
+        events = [self.env.event() for _ in range(count)]
+        self._event.extend(events)
+        return gids, events
+
     def drained(self, gid: int) -> simpy.Event:
         """An event that fires when group ``gid``'s last flow drains: its bytes have left
         every link (the group's own event fires a path latency later, on arrival). A sender

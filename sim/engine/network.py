@@ -98,6 +98,10 @@ class FlowNetwork(Observed, SoloFlows):
         """A completion group awaiting ``n_flows`` flows; returns (group id, event)."""
         return self.groups.expect(n_flows)
 
+    def expect_many(self, count: int, n_flows: int) -> tuple[np.ndarray, list[simpy.Event]]:
+        """``count`` groups of ``n_flows`` flows each (:meth:`expect` ``count`` times)."""
+        return self.groups.expect_many(count, n_flows)
+
     def drained(self, gid: int) -> simpy.Event:
         """Fires when group ``gid``'s last flow drains (:meth:`CompletionGroups.drained`)."""
         return self.groups.drained(gid)
