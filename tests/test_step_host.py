@@ -59,3 +59,11 @@ def test_dense_model_has_no_expert_launches() -> None:
 def test_docstring_example() -> None:
     result = doctest.testmod(host)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_band_ends_are_the_registered_measured_constants() -> None:
+    from moesim.calibration import CONSTANTS
+
+    rows = {end: CONSTANTS[f"HOST_LAUNCH_{end.upper()}_S"] for end in ("low", "high")}
+    assert {end: row.value for end, row in rows.items()} == HOST_LAUNCH_S
+    assert {row.kind for row in rows.values()} == {"measured"}

@@ -7,7 +7,7 @@ unit, source (with the issue, PR, document revision or paper version it comes fr
 :mod:`moesim.hardware.gpus`; link line rates and latencies in ``moesim.topologies.constants``.
 
 - :mod:`moesim.calibration.kernels`: GEMM efficiency curve, sustained clocks, attention,
-  launch overhead, HBM, the overlapped dispatcher's SMs;
+  launch overhead, HBM, the overlapped dispatcher's SMs, the host-launch band's two ends;
 - :mod:`moesim.calibration.links`: achievable fraction of line rate per link class;
 - :mod:`moesim.calibration.training`: optimizer/gradient bytes, workspace, HBM reserve, the
   planner's DP/CP exposure, the attribution's thresholds;
@@ -31,6 +31,8 @@ from moesim.calibration.kernels import (
     GEMM_TILE_M,
     GEMM_TILE_N,
     HBM_ACHIEVABLE_FRACTION,
+    HOST_LAUNCH_HIGH_S,
+    HOST_LAUNCH_LOW_S,
     KERNEL_LAUNCH_OVERHEAD_S,
     MXFP8_CAST_BYTES,
     OVERLAP_DISPATCHER_SMS,
@@ -80,6 +82,8 @@ __all__ = [
     "GRAD_BYTES_PER_PARAM",
     "HBM_ACHIEVABLE_FRACTION",
     "HBM_RESERVE_FRACTION",
+    "HOST_LAUNCH_HIGH_S",
+    "HOST_LAUNCH_LOW_S",
     "HOT_RATIO",
     "IB_ACHIEVABLE_FRACTION",
     "KERNEL_LAUNCH_OVERHEAD_S",

@@ -174,3 +174,20 @@ MXFP8_CAST_BYTES = 2.0 + 2 * (1.0 + 1.0 / 32)
 #: 4-6 us measured, susun-blog.com "pegainfer (3): From Launch Overhead to CUDA Graph").
 #: Charged once per MoE layer forward (the backward reuses the counts).
 DROPLESS_SYNC_S = 20e-6
+
+# --------------------------------------------------------------------------------------
+# Host launch cost: both ends of the reported band (moesim.step.host), not in the step
+# --------------------------------------------------------------------------------------
+
+#: Host seconds per kernel launch, low end of the published range (measured): the CUDA
+#: driver call alone, ``cudaLaunchKernel`` median 4.58 us CPU over 197,809 calls (kekzl/imp
+#: PR #1367, Nsight Systems, a C++ inference engine). Used only by the host-launch band.
+HOST_LAUNCH_LOW_S = 4.58e-6
+
+#: Host seconds per kernel launch, high end (measured): a whole eager PyTorch model per
+#: launch, 53.7 ms of host time for 1185 launches with the GPU busy 7.27 ms of it (45.3 us;
+#: facebookresearch/sam2 issue #768, A6000, PyTorch 2.6, 1407 allocator calls included). No
+#: host time per GroupedLinear call or per MoE layer of Megatron-Core + Transformer Engine was
+#: found (searched 2026-12-03; :mod:`moesim.step.host` lists what was read), so the band keeps
+#: both ends and no value between. Used only by the host-launch band.
+HOST_LAUNCH_HIGH_S = 53.7e-3 / 1185

@@ -69,6 +69,10 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
      "scale), TE MXFP8BlockScaling, counted", "assumption"),
     ("DROPLESS_SYNC_S", "s", "D2H token-count sync per MoE layer fwd (Megatron-LM #1598, "
      "PR #2368; DeepEP #170); launch 4-6 us (pegainfer (3), susun-blog.com)", "assumption"),
+    ("HOST_LAUNCH_LOW_S", "s/launch", "cudaLaunchKernel median CPU time, 197,809 calls "
+     "(kekzl/imp PR #1367, Nsight Systems); host-launch band only", "measured"),
+    ("HOST_LAUNCH_HIGH_S", "s/launch", "eager PyTorch 2.6 model, 53.7 ms host / 1185 launches "
+     "(facebookresearch/sam2 issue #768); host-launch band only", "measured"),
     ("NVLINK_H100_ACHIEVABLE_FRACTION", "fraction", "370 of 450 GB/s busbw, non-all-reduce "
      "collectives (NVIDIA/nccl-tests issue #212)", "measured"),
     ("NVLINK_H800_ACHIEVABLE_FRACTION", "fraction", "160 of 200 GB/s (DeepSeek-V3 report "

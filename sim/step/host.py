@@ -23,25 +23,54 @@ NVIDIA/TransformerEngine PR #2669, merged 2026-03; a CUTLASS grouped kernel for 
 benchmark row's container ran is not stated in its table.
 
 The per-launch host cost ``c`` has no single published value for this stack; the published
-measurements span 10x, so the band is reported at both ends (:data:`HOST_LAUNCH_S`), never a
-value inside it chosen to fit.
+measurements span 10x, so the band is reported at both ends (:data:`HOST_LAUNCH_S`, from
+:mod:`moesim.calibration`), never a value inside it chosen to fit.
+
+Why a band and not a model. The mechanism is known: per MoE layer, after the dropless sync the
+host launches the layer's remaining kernels one by one into an empty queue, so that segment
+lasts ``max(GPU time, host time of its launches)``. Building it needs the host seconds per
+launch (or per module call) of Megatron-Core's TEGroupedMLP / TE GroupedLinear at the version
+the cases ran; searched on 2026-12-03 (TE, Megatron-LM, Megatron-Bridge issues and PRs, their
+docs and benchmarks, the Megatron-Core MoE report arXiv:2603.07685), none gives it:
+
+- TE issue #2053: CPU time per ``te.Linear`` forward (H100 DGX, GH200, GB200): one GEMM;
+- TE issue #2897: fused ``te.ops`` grouped MLP, 64 experts on GB200, ~1.2 ms forward and
+  ~2.1 ms backward of CPU: one expert count (no per-expert slope), an op path TEGroupedMLP did
+  not run at NeMo 25.11 / 26.02, a Grace host;
+- TE PR #3134: ``benchmark_grouped_linear.py`` wall time per grouped GEMM, NVFP4 on SM100,
+  one stored row (8 experts); TE issue #1499: a TEGroupedLinear forward ~1 ms in an H800 nsys
+  (TE 1.13, local expert count not stated; CPU ranges stretch when the GPU queue is full);
+- Megatron-Bridge PR #3868: Qwen3-30B-A3B on 16 H100 BF16 EP16, step 41.36 s eager, 42.00 s
+  with TE graphs of attention, router and preprocess: a step pair, no host time.
+
+Nor does one constant fit the rows: measured minus simulated per expert GEMM launch
+(:func:`expert_gemm_launches`) is 49 us on PR #3868's BF16 EP16 run (moesim +30.0 % there,
+196,608 launches) and 153 / 291 us on the FP8-CS PP2 EP8 table rows on the same 16 H100
+(MBS 2 / MBS 1), so a value fitted to one row misses the others 2-6x.
+
+What would unblock it: an Nsight Systems trace of one Megatron-Bridge MoE row at its
+container (e.g. Qwen3-30B-A3B 16 H100 FP8-CS PP2 VPP12 EP8 MBS 1, 26.02) giving, per MoE layer
+and micro-batch, the host time from the token-count sync to the layer's last launch (forward,
+backward), the launch count inside and the GPU-busy time; or that TE's
+``benchmarks/linear/benchmark_grouped_linear.py`` at host-bound token counts for 4 to 32
+GEMMs, BF16 and FP8 current scaling, on an x86 H100 host (host seconds per call as
+``a + b x GEMMs``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moesim.calibration import HOST_LAUNCH_HIGH_S, HOST_LAUNCH_LOW_S
 from moesim.step.plan import chunk_layers
 from moesim.step.spec import StepSpec
 
-HOST_LAUNCH_S: dict[str, float] = {"low": 4.58e-6, "high": 53.7e-3 / 1185}
-"""Host seconds per kernel launch, both ends of the published range (kind: measured, each).
-``low``: the CUDA driver call alone, ``cudaLaunchKernel`` median 4.58 us CPU over 197,809
-calls (kekzl/imp PR #1367, Nsight Systems, a C++ inference engine). ``high``: a whole eager
-PyTorch model per launch, 53.7 ms for 1185 launches with the GPU busy 7.27 ms of it (45.3 us;
-facebookresearch/sam2 issue #768, A6000, PyTorch 2.6, eager, Python modules and 1407 allocator
-calls included). Megatron-Core with Transformer Engine sits somewhere between: Python modules
-and the allocator per expert on top of the driver call."""
+HOST_LAUNCH_S: dict[str, float] = {"low": HOST_LAUNCH_LOW_S, "high": HOST_LAUNCH_HIGH_S}
+"""Host seconds per kernel launch, both ends of the published range (kind: measured, each;
+values and sources in :mod:`moesim.calibration`). ``low``: the CUDA driver call alone
+(4.58 us). ``high``: a whole eager PyTorch model per launch (45.3 us). Megatron-Core with
+Transformer Engine sits somewhere between: Python modules and the allocator per expert on top
+of the driver call."""
 EXPERT_GEMM_LAUNCHES = {"forward": 2, "backward": 4}
 """cuBLAS GEMM launches per local expert per MoE layer and micro-batch (TE GroupedLinear, see
 the module docstring): fc1 + fc2 forward; their dgrad + wgrad backward."""
