@@ -70,11 +70,14 @@ class RingCollective(RankStarted):
         self.done: simpy.Event = self.env.event()
         self.rank_done: list[simpy.Event] = [self.env.event() for _ in range(n)]
         self._init_ranks(n)
-        self._sent = np.zeros(n, dtype=np.int64)  # next step each rank will send
-        self._in_flight = np.zeros(n, dtype=bool)  # a rank's last chunk not yet delivered
-        self._ready = np.zeros(n, dtype=np.int64)  # steps received (and reduced) per rank
-        self._arrived = np.zeros((n, max(self.n_steps, 1)), dtype=bool)
-        self._reducing = np.zeros(n, dtype=bool)
+        # Per-rank state in Python lists: every chunk reads and writes it (scalar access
+        # to numpy arrays costs several times more).
+        self._gpu: list[int] = self.gpus.tolist()
+        self._sent = [0] * n  # next step each rank will send
+        self._in_flight = [False] * n  # a rank's last chunk not yet delivered
+        self._ready = [0] * n  # steps received (and reduced) per rank
+        self._arrived = [[False] * max(self.n_steps, 1) for _ in range(n)]
+        self._reducing = [False] * n
         self._n_done = 0
         self._groups = np.zeros((n, max(self.n_steps, 1)), dtype=np.int64)
         if self.n_steps:
@@ -82,6 +85,7 @@ class RingCollective(RankStarted):
             self._groups[:] = gids.reshape(n, self.n_steps)
             for i, event in enumerate(events):
                 event.callbacks.append(self._on_arrival(*divmod(i, self.n_steps)))
+        self._gid: list[list[int]] = self._groups.tolist()
 
     # ---------------------------------------------------------------- API
     @property
@@ -96,7 +100,7 @@ class RingCollective(RankStarted):
 
     def _on_arrival(self, rank: int, step: int) -> Callable[[simpy.Event], None]:
         def arrived(_: simpy.Event) -> None:
-            self._arrived[rank, step] = True
+            self._arrived[rank][step] = True
             self._advance(rank)
 
         return arrived
@@ -104,8 +108,8 @@ class RingCollective(RankStarted):
     def _advance(self, rank: int) -> None:
         """Reduce (serially, in step order) whatever has arrived at ``rank``."""
         while not self._reducing[rank] and self._ready[rank] < self.n_steps:
-            step = int(self._ready[rank])
-            if not self._arrived[rank, step]:
+            step = self._ready[rank]
+            if not self._arrived[rank][step]:
                 return
             delay = self._reduce_time(step)
             if delay > 0:
@@ -135,19 +139,16 @@ class RingCollective(RankStarted):
 
     def _try_send(self, rank: int) -> None:
         """Send ``rank``'s next step if it holds its input and its last chunk has drained."""
-        step = int(self._sent[rank])
-        if (not self._started[rank] or self._in_flight[rank] or step >= self.n_steps
-                or step > self._ready[rank]):
+        step = self._sent[rank]
+        if (self._in_flight[rank] or step >= self.n_steps or step > self._ready[rank]
+                or not self._started[rank]):
             return
         self._sent[rank] = step + 1
         self._in_flight[rank] = True
-        succ = (rank + 1) % self.gpus.size
-        group = self._groups[succ, step:step + 1]
-        self.net.drained(int(group[0])).callbacks.append(self._on_drained(rank))
-        self.net.start(
-            self.gpus[rank:rank + 1], self.gpus[succ:succ + 1], np.array([self.chunk_bytes]),
-            group, self.tag,
-        )
+        succ = rank + 1 if rank + 1 < len(self._gpu) else 0
+        gid = self._gid[succ][step]
+        self.net.drained(gid).callbacks.append(self._on_drained(rank))
+        self.net.start_one(self._gpu[rank], self._gpu[succ], self.chunk_bytes, gid, self.tag)
 
     def _on_drained(self, rank: int) -> Callable[[simpy.Event], None]:
         def drained(_: simpy.Event) -> None:

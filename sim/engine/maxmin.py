@@ -75,12 +75,12 @@ def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) ->
     ids = np.arange(n_flows)
     lk, wt = links, weights
     passes = 0
+    level = np.empty(pad + 1)
     while ids.size:
         passes += 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            level = np.maximum(cap - used, 0.0) / weight_left
-        idle = weight_left <= 0
-        level[idle] = np.inf
+        idle = weight_left <= 0  # idle links: level infinite (no division, no errstate)
+        level.fill(np.inf)
+        np.divide(np.maximum(cap - used, 0.0), weight_left, out=level, where=~idle)
         pair_level = level[lk]
         flow_min = pair_level.min(axis=0)
         lower = pair_level > flow_min * (1.0 + LEVEL_RTOL)
@@ -89,7 +89,7 @@ def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) ->
         on_min = ~blocked[lk]
         first = _first_on(lk, on_min)
         is_done = first >= 0
-        done = np.flatnonzero(is_done)
+        done = is_done.nonzero()[0]  # nonzero()[0], not flatnonzero: fewer wrapper calls
         if not done.size:  # only flows without real links remain
             break
         if done.size == ids.size:
@@ -103,7 +103,7 @@ def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) ->
         used += link_sum(dl, dw, level_done, pad)
         weight_left -= link_sum(dl, dw, None, pad)
         weight_left[~blocked] = 0.0
-        keep = np.flatnonzero(~is_done)
+        keep = (~is_done).nonzero()[0]
         ids, lk = ids[keep], lk.take(keep, axis=1)
         wt = None if wt is None else wt.take(keep, axis=1)
     return Allocation(rate_Bps=rate, bottleneck_link=bneck, passes=passes, load_Bps=used[:pad])
