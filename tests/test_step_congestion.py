@@ -123,11 +123,50 @@ def test_auto_phases_follow_the_oversubscription(over: float, blocking: bool) ->
     assert run_step(spec, Fast()).step_time_s == run_step(spec, chosen).step_time_s
 
 
+def _one_to_one(gpus: int) -> object:
+    """A 1:1 case; 256 and 512 GPUs are ``congestion_large`` and miss (strict xfail)."""
+    if gpus == 128:
+        return pytest.param(gpus)
+    full, fast = {256: (645.85, 616.65), 512: (864.18, 838.11)}[gpus]
+    return pytest.param(gpus, marks=[pytest.mark.congestion_large, pytest.mark.xfail(
+        strict=True, reason=f"measured: full {full} ms, Fast() {fast} ms "
+        f"({(fast / full - 1) * 100:+.1f} %): the rings' per-rank tail (estimate.py)")])
+
+
 @pytest.mark.congestion
-def test_fast_agrees_on_a_non_blocking_fabric() -> None:
-    """Measured: full 535.32 ms, phases 538.22 ms (+0.5 %); the estimates 435.18 ms (-19 %)."""
-    full, fast = _both(128, 1.0, False)
+@pytest.mark.parametrize("gpus", [_one_to_one(g) for g in (128, 256, 512)])
+def test_fast_agrees_on_a_non_blocking_fabric(gpus: int) -> None:
+    """1:1 with ECMP, fast mode as users get it (``Fast()``: the estimates, rings timed over
+    the whole stage's ring edges, moesim.step.estimate). Measured at 128 GPUs: full 535.32 ms,
+    Fast() 528.73 ms (-1.2 %; -19.3 % with the host's ring edges only); the phases 538.22 ms
+    (+0.5 %)."""
+    spec = _spec(gpus, 1.0, False)
+    full, fast = run_step(spec), run_step(spec, Fast())
     assert fast.step_time_s == pytest.approx(full.step_time_s, rel=0.02)
+
+
+@pytest.mark.congestion_large
+@pytest.mark.congestion
+def test_fast_agrees_on_a_non_blocking_fabric_with_dmodk() -> None:
+    """1:1, D-mod-K, 128 GPUs: full 436.57 ms, Fast() 428.13 ms (-1.9 %)."""
+    spec = _spec(128, 1.0, False)
+    spec = dataclasses.replace(spec, fabric=dataclasses.replace(spec.fabric, multipath="dmodk"))
+    full, fast = run_step(spec), run_step(spec, Fast())
+    assert fast.step_time_s == pytest.approx(full.step_time_s, rel=0.02)
+
+
+@pytest.mark.parametrize("multipath", ["dmodk", "spray"])
+def test_host_rings_are_the_stage_rings_without_ecmp(multipath: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """D-mod-K and spray spread the rings' cross-host edges over the uplinks, so timing the
+    representative host's ring edges (what fast mode does there) gives the step that every
+    ring edge of the stage gives (what it does under ECMP: moesim.step.estimate)."""
+    spec = _spec(128, 1.0, False)
+    spec = dataclasses.replace(spec, fabric=dataclasses.replace(spec.fabric,
+                                                                multipath=multipath))
+    host = run_step(spec, Fast())
+    monkeypatch.setattr("moesim.step.fast.stage_wide_rings", lambda fabric: True)
+    assert run_step(spec, Fast()).step_time_s == host.step_time_s
 
 
 def test_link_class_blanks_copies_only() -> None:

@@ -22,7 +22,7 @@ from moesim.parallel.layout import ParallelLayout
 from moesim.router import RouterConfig, route_tokens
 from moesim.scenario.schema import FabricSpec
 from moesim.step import StepResult, StepSpec, run_step
-from moesim.step.estimate import A2ATimer, HostRingTimer, ring_pairs
+from moesim.step.estimate import A2ATimer, RingTimer, ring_pairs, stage_ring_pairs
 from moesim.step.fast import fast_plan, representative_ranks
 from moesim.step.mode import Fast, StepMode, step_mode
 from moesim.step.phases import A2APhases, RingPhases
@@ -161,45 +161,43 @@ def test_a2a_estimate_against_the_engine(kind: str, preset: str) -> None:
 
 def _engine_ring_reduce_scatters(dense: float, expert: float) -> tuple[GraphIndex, dict]:  # type: ignore[type-arg]
     """Every DP and EDP ring of stage 0 reduce-scatters at once in the engine, chunk by chunk:
-    the fabric index and rank 0's done event per ring kind."""
+    the fabric index and, per ring kind, when its last rank is done."""
     idx = GraphIndex(build_graph(RAIL32), RAIL32, "H100")
     env = simpy.Environment()
     net = FlowNetwork(env, idx.whole(), record_timeline=False)
     done = {}
     for kind, size in (("dp", dense), ("edp", expert)):
         if size:
-            for g in {LAYOUT.group_of(kind, r) for r in range(16)}:
-                ring = ring_reduce_scatter(net, g, size)
-                if 0 in g:
-                    done[kind] = ring.rank_done[g.index(0)]
+            rings = [ring_reduce_scatter(net, g, size)
+                     for g in {LAYOUT.group_of(kind, r) for r in range(16)}]
+            done[kind] = [e for ring in rings for e in ring.rank_done]
     env.run()
-    return idx, done
+    return idx, {kind: max(float(e.value) for e in events) for kind, events in done.items()}
 
 
 @pytest.mark.parametrize("dense, expert", [(5e7, 0.0), (0.0, 2e8), (5e7, 2e8)])
 def test_ring_estimate_against_the_engine(dense: float, expert: float) -> None:
-    """Every DP and EDP ring of stage 0 reduce-scatters at once; rank 0's finish times within
-    1 %, alone or beside each other (the estimate shares each link between the jobs on it, as
-    the engine shares it between one in-flight chunk of each ring), and so is the end of
-    both (what a rank waits for)."""
+    """Every DP and EDP ring of stage 0 reduce-scatters at once; the estimate of each kind
+    (every ring of the stage: :func:`stage_ring_pairs`) ends within 1 % of the engine's last
+    rank of that kind, alone or beside the other (the estimate shares each link between the
+    jobs on it, as the engine shares it between one in-flight chunk of each ring)."""
     idx, done = _engine_ring_reduce_scatters(dense, expert)
     est_env = simpy.Environment()
-    rp = ring_pairs([0, 1, 2, 3], LAYOUT.group_of)
-    timer = HostRingTimer(est_env, idx.router(rp.ends), rp)
+    rp = stage_ring_pairs(list(range(16)), LAYOUT.group_of)
+    assert rp.pairs == ring_pairs(list(range(16)), LAYOUT.group_of).pairs
+    timer = RingTimer(est_env, idx.router(rp.ends), rp)
     est = {k: timer.join(f"{k}_rs", 0, s) for k, s in (("dp", dense), ("edp", expert)) if s}
     est_env.run()
     for kind, event in est.items():
-        ratio = float(event.value) / float(done[kind].value)  # type: ignore[arg-type]
-        assert ratio == pytest.approx(1.0, abs=0.01)
-    last_est = max(float(e.value) for e in est.values())  # type: ignore[arg-type]
-    last_done = max(float(e.value) for e in done.values())  # type: ignore[arg-type]
-    assert last_est == pytest.approx(last_done, rel=0.01)
+        assert float(event.value) / done[kind] == pytest.approx(1.0, abs=0.01)  # type: ignore[arg-type]
 
 
-def test_subfabric_routes_are_the_whole_fabric_routes() -> None:
-    """D-mod-K on the pruned sub-fabric picks the same links (by name) as on the whole one."""
+@pytest.mark.parametrize("multipath", ["dmodk", "ecmp"])
+def test_subfabric_routes_are_the_whole_fabric_routes(multipath: str) -> None:
+    """D-mod-K, and ECMP (hashing whole-fabric ids), on the pruned sub-fabric pick the same
+    links (by name) as on the whole one."""
     spec = FabricSpec(preset="rail-h200-4096", params=(("hosts", 96), ("gpu", "H200")),
-                      multipath="dmodk")
+                      multipath=multipath)
     idx = GraphIndex(build_graph(spec), spec, "H200")
     gpus = [3, 70, 300, 301, 700]  # three SUs, two pods
     sub, whole = idx.router(gpus), idx.whole()
@@ -217,8 +215,8 @@ def test_subfabric_routes_are_the_whole_fabric_routes() -> None:
 @pytest.mark.parametrize("dense, expert", [(5e7, 0.0), (0.0, 2e8), (5e7, 2e8)])
 def test_ring_phases_against_the_engine(dense: float, expert: float) -> None:
     """Every DP and EDP ring of stage 0 reduce-scatters at once, chunk by chunk in the engine;
-    RingPhases runs each ring edge as one flow of its (n - 1) / n share: rank 0's finish
-    times within 1.5 %, the DP ring beside the EDP ring included (both share the links
+    RingPhases runs each ring edge as one flow of its (n - 1) / n share: each kind's last
+    rank within 1.5 %, the DP ring beside the EDP ring included (both share the links
     fairly in both models)."""
     idx, done = _engine_ring_reduce_scatters(dense, expert)
     ph_env = simpy.Environment()
@@ -229,7 +227,7 @@ def test_ring_phases_against_the_engine(dense: float, expert: float) -> None:
            for k, s in (("dp", dense), ("edp", expert)) if s}
     ph_env.run()
     for kind, event in est.items():
-        assert float(event.value) == pytest.approx(float(done[kind].value), rel=0.015)  # type: ignore[arg-type]
+        assert float(event.value) == pytest.approx(done[kind], rel=0.015)  # type: ignore[arg-type]
 
 
 def test_routing_draws_reuse_routings_cyclically() -> None:

@@ -7,7 +7,9 @@ equal-cost path when ``dist[v] == dist[u] - 1``.
 
 - ``ecmp``: each switch picks one next hop by a deterministic hash of
   (source, destination, switch), as real switches hash a connection's 5-tuple,
-  so two connections can collide on one uplink while another idles.
+  so two connections can collide on one uplink while another idles. The hash reads
+  ``hash_ids`` (the GPUs' and nodes' ids in the whole fabric) where the fabric is a part of
+  a larger one (:mod:`moesim.fabric.subfabric`), so a part routes as the whole does.
 - ``dmodk``: destination-based deterministic routing, as InfiniBand subnet
   managers program fat trees (OpenSM ``ftree``/D-mod-K): the up-port is the
   destination's host index modulo the number of choices, which spreads an
@@ -50,7 +52,8 @@ class RouteSet:
 class Router:
     """Equal-cost routing on one fabric; ``mode`` is ``ecmp``, ``dmodk`` or ``spray``."""
 
-    def __init__(self, fabric: Fabric, mode: str = "ecmp", hash_salt: int = 0) -> None:
+    def __init__(self, fabric: Fabric, mode: str = "ecmp", hash_salt: int = 0,
+                 hash_ids: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         if mode not in MULTIPATH_MODES:
             allowed = ", ".join(MULTIPATH_MODES)
             raise ConfigError("network.multipath", f"unknown '{mode}'; allowed: {allowed}")
@@ -65,6 +68,10 @@ class Router:
             dtype=np.uint64,
         )
         self._table = RouteTable(fabric)
+        gpu_ids, node_ids = hash_ids or (np.arange(fabric.n_gpus),
+                                         np.arange(len(fabric.node_names)))
+        self._hash_gpu = np.asarray(gpu_ids).astype(np.uint64)  # ECMP's names of the GPUs
+        self._hash_node = np.asarray(node_ids).astype(np.uint64)  # ... and of the nodes
 
     def routes(self, src_gpu: np.ndarray, dst_gpu: np.ndarray) -> RouteSet:
         """Routes for the pairs ``(src_gpu[i], dst_gpu[i])`` (src != dst)."""
@@ -138,8 +145,8 @@ class Router:
             if self.mode == "dmodk":
                 key = self._dmodk_key[dsts[live]]
             else:
-                key = mix_hash(srcs[live].astype(np.uint64), dsts[live].astype(np.uint64),
-                               at.astype(np.uint64), self.salt)
+                key = mix_hash(self._hash_gpu[srcs[live]], self._hash_gpu[dsts[live]],
+                               self._hash_node[at], self.salt)
             k = (key % hops.count(r, at).astype(np.uint64)).astype(np.int64)
             chosen = hops.pick(r, at, k)
             links[live, h] = chosen

@@ -9,10 +9,13 @@ added when its tier is higher than the node's). On up-down fabrics (rail and k-a
 multi-plane fat trees) every shortest path between two kept GPUs climbs to a common ancestor
 and comes down, so it stays inside the sub-fabric; nodes and links keep their relative order
 and hosts keep their ``host`` attribute, so ``dmodk`` and ``spray`` routes are the same links
-as on the whole fabric (tested). ``ecmp`` hashes node indices, so it draws different (equally
-valid) next hops. GPUs are renumbered ``0..k-1`` in global order; :class:`MappedRouter`
-takes global GPU ids. Fabrics without ``host`` attributes, other switch kinds, or PXN routing
-(its proxy is computed from global ids) fall back to the whole fabric.
+as on the whole fabric (tested); ``ecmp`` hashes the GPUs' and switches' whole-fabric ids
+(:class:`moesim.engine.routing.Router` ``hash_ids``), so it draws the whole fabric's next hops
+too (tested; before 2026-12-03 it hashed the sub-fabric's own numbers, an equally valid but
+different draw, and ECMP collisions on uplinks move a step by up to ~20 %). GPUs are
+renumbered ``0..k-1`` in global order; :class:`MappedRouter` takes global GPU ids. Fabrics
+without ``host`` attributes, other switch kinds, or PXN routing (its proxy is computed from
+global ids) fall back to the whole fabric.
 
 A sub-fabric is cut from arrays, not built as a networkx subgraph: the whole graph's links
 are read once (:class:`moesim.engine.fabric.LinkTable`, 0.1-0.2 s at 9,216 GPUs), the climb is
@@ -129,9 +132,9 @@ class GraphIndex:
 
     def global_router(self, gpus: Iterable[int]) -> Router:
         """Routes between ``gpus`` computed on their sub-fabric but named in the whole fabric's
-        GPU and link ids (:class:`GlobalRouter`), where the sub-fabric routes as the whole
-        fabric does (D-mod-K, spray on prunable fabrics); else :meth:`whole`."""
-        if not self.prunable or self.spec.multipath not in ("dmodk", "spray"):
+        GPU and link ids (:class:`GlobalRouter`) on a prunable fabric (its sub-fabrics route
+        as the whole fabric does); else :meth:`whole`."""
+        if not self.prunable:
             return self.whole()
         keep = self._closure(sorted(set(gpus)))
         mapped = self._sub(keep)
@@ -150,7 +153,8 @@ class GraphIndex:
         view = self.graph.subgraph(table.names[i] for i in np.flatnonzero(keep).tolist())
         fabric = table.build(links, keep, self._gpu_index[gpu_ids],
                              derating(tiers, self.graph, self.gpu, self.spec.derate), view)
-        return MappedRouter(Router(fabric, self.spec.multipath), local_of)
+        hash_ids = (gpu_ids, np.flatnonzero(keep))  # whole-fabric ids: ECMP hashes them
+        return MappedRouter(Router(fabric, self.spec.multipath, hash_ids=hash_ids), local_of)
 
     def whole(self) -> MappedRouter:
         """A router over the whole fabric (identity mapping), built once."""

@@ -3,7 +3,7 @@
 The whole-step simulator (:mod:`moesim.step.program`, ``--overlap-grad-reduce``) starts a
 layer's gradient reduce-scatter when the stage has run that layer's last backward (the
 stage's embedding / LM-head gradients with the layer run last in its chunk), and the rings
-on one link share it (:class:`moesim.step.estimate.HostRingTimer`; work-conserving, so a link
+on one link share it (:class:`moesim.step.estimate.RingTimer`; work-conserving, so a link
 drains the same bytes by the same time whether it shares or queues). So after the last
 backward of a stage, what is still to reduce is the largest backlog: over the
 buckets ``j`` in the order the last backward frees them,

@@ -13,21 +13,37 @@ max-min makespan (gap < 0.02 %: on these fabrics each flow's bottleneck stays sa
 with releases staggered over 0-0.2 ms it stays below the engine, by up to 1.5 % (rail, zipf),
 4.4 % (rail, hot), 5.4 % (HGX, hot) and 12.9 % (HGX, zipf).
 
-Ring reduce-scatter / all-gather (:class:`HostRingTimer`): a ring of ``n`` ranks moves
+Ring reduce-scatter / all-gather (:class:`RingTimer`): a ring of ``n`` ranks moves
 ``size / n`` per rank per step for ``n - 1`` steps between the same neighbour pairs. All
 replicas reach a layer's gradient reduction together (symmetry), so the rings of a kind (the
-DP ring and every EDP ring of the stage) run at once. The timer routes every ring pair that
-starts or ends on the representative rank's host (GPUs and hosts never transit, so those are
-exactly the flows on that host's NVLink, PCIe and NIC links; deeper links see only part of
-their load, so oversubscribed uplinks are under-counted) and shares each link equally among
-the jobs with bytes left on it (processor sharing of each job's ``(n - 1) * size / n *
-pairs_on_link``, as the engine shares a link between one in-flight chunk of each ring); a job
-ends at the later of ``(n - 1)`` back-to-back loads of its busiest link, ``n - 1`` dependent
-hops (mean of the host's ring sends: ``size / n / idle rate + latency``), and the last of its
-links' shared drains. Interference with all-to-all traffic is not modelled. Measured against
-the engine (all DP and EDP rings of a stage started together, 32 GPUs, tests/test_step_fast.py):
-each ring within 1 %, alone or beside the other. (The per-link FIFO this replaced gave the same
-end of both but let the DP ring beside the EDP ring end about 2x too early.)
+DP ring and every EDP ring of the stage) run at once. Under ECMP the timer routes every ring
+edge of the stage (:func:`stage_ring_pairs`, :func:`stage_ring_timer`: on the whole fabric's
+routes, so ECMP draws the uplinks full mode draws); under D-mod-K and spray, the ring edges
+that start or end on the representative rank's host (:func:`ring_pairs`,
+:func:`stage_wide_rings` says why). It shares each link equally among the jobs with
+bytes left on it (processor sharing of each job's ``(n - 1) * size / n * pairs_on_link``, as
+the engine shares a link between one in-flight chunk of each ring); a job ends at the later of
+``(n - 1)`` back-to-back loads of its busiest link, ``n - 1`` dependent hops (mean of the
+rings' sends: ``size / n / idle rate + latency``), and the last of its links' shared drains:
+the slowest of the rings it routed, as the step waits for its slowest replica. Interference with
+all-to-all traffic is not modelled, nor another stage's rings. Measured against the engine
+(all DP and EDP rings of a stage started together, 32 GPUs, tests/test_step_fast.py): each
+ring within 1 %, alone or beside the other.
+
+Why the whole stage under ECMP (the host was the scope everywhere before 2026-12-03):
+a ring's cross-host edges meet the other hosts' on leaf uplinks and spines, and ECMP hashes
+some of them onto one uplink while another idles, on a 1:1 fabric too. 128 GPUs, 1:1 rail
+fabric with ECMP (``tests/test_step_congestion.py``): three of the DP ring's four cross-host
+edges of an SU hash onto one leaf uplink and four EDP edges onto another; full mode's step
+535.32 ms, the host's rings 431.86 ms (-19.3 %), the stage's rings 528.73 ms (-1.2 %). The
+draw must be the whole fabric's (:mod:`moesim.fabric.subfabric` hashes whole-fabric ids):
+the stage's rings on a sub-fabric that hashed its own node numbers gave 451.59 ms. At 256
+and 512 GPUs (1:1, PP 4 and 8) the stage's rings are -4.5 % and -3.0 % (full 645.85 and
+864.18 ms). At 256 GPUs, stage 0 (the last to end): full mode starts its gradient tail 14 ms
+later (all-to-alls beside other traffic), and its embedding's reduce-scatter ranks finish one
+after another over 479-575 ms, all-gathers ending 606-646 ms, where the one job per ring
+kind here ends them at 520 and 615 ms: the per-rank spread that :mod:`moesim.step.ringjob`
+times (the whole-fabric phases: +0.9 % at 256 GPUs 1:1, 20-50x the estimate's cost).
 """
 
 from __future__ import annotations
@@ -38,7 +54,11 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from moesim.engine.routing import Router
+from moesim.engine.routing import Router, RouteSet
+from moesim.fabric.spec import FabricSpec
+from moesim.fabric.subfabric import GraphIndex
+from moesim.parallel.layout import ParallelLayout
+from moesim.step.groups import ring_group
 
 RingGroup = Callable[[str, int], tuple[int, ...]]
 """(ring kind "dp" or "edp", rank) -> the ring's ranks, in ring order."""
@@ -89,10 +109,10 @@ class A2ATimer:
 
 @dataclass(frozen=True)
 class RingPairs:
-    """The ring sends that start or end on one host's ranks, per ring kind."""
+    """Ring sends (neighbour pairs) per ring kind, and the ranks per ring."""
 
     pairs: dict[str, set[tuple[int, int]]]
-    outgoing: dict[str, set[tuple[int, int]]]  # those sent from the host
+    outgoing: dict[str, set[tuple[int, int]]]  # those whose mean hop sets the dependent hops
     members: dict[str, int]  # ranks per ring
 
     @property
@@ -101,7 +121,8 @@ class RingPairs:
 
 
 def ring_pairs(host_ranks: list[int], ring_group: RingGroup) -> RingPairs:
-    """The DP and EDP ring neighbour pairs of every rank in ``host_ranks``."""
+    """The DP and EDP ring neighbour pairs of every rank in ``host_ranks`` (sends into and
+    out of them; ``outgoing``: out of them)."""
     pairs: dict[str, set[tuple[int, int]]] = {"dp": set(), "edp": set()}
     outgoing: dict[str, set[tuple[int, int]]] = {"dp": set(), "edp": set()}
     members: dict[str, int] = {}
@@ -116,29 +137,74 @@ def ring_pairs(host_ranks: list[int], ring_group: RingGroup) -> RingPairs:
     return RingPairs(pairs, outgoing, members)
 
 
-class HostRingTimer:
-    """DP / EDP ring jobs of every rank on one host, sharing each link fairly (see module
-    docstring); ``router`` must cover ``rp.ends``."""
+def stage_ring_pairs(ranks: list[int], ring_group: RingGroup) -> RingPairs:
+    """Every edge of every DP and EDP ring through ``ranks`` (a whole pipeline stage), each
+    ring looked up once: what :func:`ring_pairs` of all of them gives, in O(ranks)."""
+    pairs: dict[str, set[tuple[int, int]]] = {"dp": set(), "edp": set()}
+    members: dict[str, int] = {}
+    for kind, found in pairs.items():
+        seen: set[int] = set()
+        for x in ranks:
+            if x in seen:
+                continue
+            ring = ring_group(kind, x)
+            seen.update(ring)
+            members[kind] = len(ring)
+            if len(ring) > 1:
+                found.update(zip(ring, ring[1:] + ring[:1], strict=True))
+    return RingPairs(pairs, {kind: set(found) for kind, found in pairs.items()}, members)
+
+
+def stage_wide_rings(fabric: FabricSpec) -> bool:
+    """Whether fast mode times a stage's rings over every ring edge of the stage
+    (:func:`stage_ring_timer`) rather than over the representative host's (module docstring):
+    under ECMP, whose hash puts other hosts' ring edges on this host's uplinks. D-mod-K and
+    spray spread a ring's cross-host edges (shifts between hosts) over the uplinks: on the
+    128-GPU 1:1 rail fabric the two scopes give the same step (tests/test_step_fast.py),
+    and routing a whole stage's ring edges costs ~0.45 s per 576-GPU stage at 9,216 GPUs
+    (benchmarks/bench_step.py: 1.3 -> 9 s CPU), so they keep the host's."""
+    return fabric.multipath == "ecmp"
+
+
+def stage_ring_timer(env: simpy.Environment, index: GraphIndex, lay: ParallelLayout,
+                     stage: int) -> RingTimer:
+    """The :class:`RingTimer` of every DP and EDP ring of pipeline stage ``stage`` (its ranks
+    are consecutive: pp is the outermost coordinate), routed as on the whole fabric
+    (:meth:`GraphIndex.global_router`: on the stage's sub-fabric where that routes alike)."""
+    per = lay.world_size // lay.pp
+    ranks = list(range(stage * per, (stage + 1) * per))
+    rp = stage_ring_pairs(ranks, lambda ring, r: ring_group(lay, ring, r))
+    return RingTimer(env, index.global_router(ranks), rp)
+
+
+class RingTimer:
+    """DP / EDP ring jobs over the pairs ``rp`` (a stage's: :func:`stage_ring_timer`),
+    sharing each link fairly (module docstring); ``router`` must cover ``rp.ends``."""
 
     def __init__(self, env: simpy.Environment, router: Router, rp: RingPairs) -> None:
         self.env = env
         self.members = rp.members
-        n_links = router.fabric.n_links
-        self.inv_cap = 1.0 / router.fabric.cap_Bps
+        routed = {kind: _routes(router, found) for kind, found in rp.pairs.items() if found}
+        # the links the rings use, numbered 0..k-1 (the sharing below is per link of these)
+        links, at = np.unique(np.concatenate([rs.link for rs in routed.values()]
+                                             or [np.zeros(0, dtype=np.int64)]),
+                              return_inverse=True)
+        self.inv_cap = 1.0 / router.fabric.cap_Bps[links]
         self.count: dict[str, np.ndarray] = {}
         self.latency_s: dict[str, float] = {}
-        self.hop: dict[str, tuple[float, float]] = {}  # host's ring sends: mean 1/cap, latency
-        for kind, found in rp.pairs.items():
-            if not found:
-                self.count[kind], self.latency_s[kind] = np.zeros(n_links), 0.0
+        self.hop: dict[str, tuple[float, float]] = {}  # ring sends: mean 1/cap, latency
+        start = 0
+        for kind in rp.pairs:
+            rs = routed.get(kind)
+            if rs is None:
+                self.count[kind], self.latency_s[kind] = np.zeros(links.size), 0.0
                 continue
-            src, dst = (np.array(side, dtype=np.int64) for side in zip(*sorted(found),
-                                                                         strict=True))
-            rs = router.routes(src, dst)
-            self.count[kind] = np.bincount(rs.link, weights=rs.weight, minlength=n_links)
+            part = at[start:start + rs.link.size]
+            start += rs.link.size
+            self.count[kind] = np.bincount(part, weights=rs.weight, minlength=links.size)
             self.latency_s[kind] = float(rs.latency_s.max())
-            out = np.array(sorted(rp.outgoing[kind]), dtype=np.int64)
-            hop = router.routes(out[:, 0], out[:, 1])
+            hop = rs if rp.outgoing[kind] == rp.pairs[kind] else _routes(
+                router, rp.outgoing[kind])
             self.hop[kind] = (float(np.mean(1.0 / hop.cap_Bps)), float(hop.latency_s.mean()))
         self.jobs: dict[tuple[str, int], simpy.Event] = {}
         self._left: dict[tuple[str, int], np.ndarray] = {}  # link seconds left per live job
@@ -147,7 +213,7 @@ class HostRingTimer:
         self._gen = 0
 
     def join(self, kind: str, item: int, size_bytes: float) -> simpy.Event:
-        """The host's ring job ``kind`` (dp_rs, edp_ag, ...) of ``item``; fires when done
+        """The ring job ``kind`` (dp_rs, edp_ag, ...) of ``item``; fires when done
         (value: then)."""
         key = (kind, item)
         if key in self.jobs:
@@ -204,6 +270,12 @@ class HostRingTimer:
             self.jobs[key].succeed(self.env.now)
 
         return end
+
+
+def _routes(router: Router, pairs: set[tuple[int, int]]) -> RouteSet:
+    """The routes of ``pairs`` (src, dst), in sorted pair order."""
+    src, dst = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2).T
+    return router.routes(src, dst)
 
 
 def _finish(left: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ collectives are real flows. What spans replicas is timed by :mod:`moesim.step.es
   ``dispatch_bwd``, 0 before ``dispatch`` / ``combine_bwd``. So a hot expert rank still
   delays the representative, but members leave every all-to-all together (the engine lets
   each receiver go when its own bytes are in);
-* DP / EDP ring reduce-scatters and all-gathers: :class:`moesim.step.estimate.HostRingTimer`.
+* DP / EDP ring reduce-scatters and all-gathers: :class:`moesim.step.estimate.RingTimer`.
 
 Not seen by fast mode, by design: anything that breaks the symmetry outside the
 representative pipeline (a degraded link or slow GPU of another replica; tested: full mode
@@ -69,7 +69,7 @@ from moesim.fabric.build import build_table
 from moesim.fabric.subfabric import GraphIndex, MappedRouter
 from moesim.parallel.layout import ParallelLayout
 from moesim.schedule.ops import ScheduleOps
-from moesim.step.estimate import A2ATimer, HostRingTimer, RingPairs
+from moesim.step.estimate import A2ATimer, RingPairs, RingTimer, stage_ring_timer, stage_wide_rings
 from moesim.step.fast_routes import HostRoutesAhead, host_router
 from moesim.step.fused_layer import FusedLayer, LinkClock, NotAlone, StageGroups, sends_apart
 from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan
@@ -122,7 +122,7 @@ class FastState(StepState):
     ring_edges: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict)  # TP / ETP group -> fused_ring.ring_edges
     a2a_timers: dict[int, A2ATimer] = field(default_factory=dict)
-    ring_timers: dict[int, HostRingTimer] = field(default_factory=dict)
+    ring_timers: dict[int, RingTimer] = field(default_factory=dict)  # host, or -1 - stage
     host_routers: dict[int, MappedRouter] = field(default_factory=dict)
     host_rings: dict[int, RingPairs] = field(default_factory=dict)
     ahead: HostRoutesAhead | None = field(default=None, kw_only=True)  # fast_routes.py
@@ -226,11 +226,15 @@ class FastState(StepState):
         return fused.rank_done[local]
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
-        host = self.index.host_of(rank)
-        if host not in self.ring_timers:
-            router = self._host_router(rank)
-            self.ring_timers[host] = HostRingTimer(self.env, router, self.host_rings[host])
-        return self.ring_timers[host].join(kind, item, size_bytes)
+        """Every ``kind`` ring of ``rank``'s stage at once, timed over every ring edge of the
+        stage under ECMP, else over ``rank``'s host's (:func:`stage_wide_rings`)."""
+        wide = stage_wide_rings(self.index.spec)
+        key = -1 - self.coords[rank]["pp"] if wide else self.index.host_of(rank)
+        if key not in self.ring_timers:
+            self.ring_timers[key] = stage_ring_timer(
+                self.env, self.index, self.spec.layout, -1 - key) if wide else RingTimer(
+                self.env, self._host_router(rank), self.host_rings[key])
+        return self.ring_timers[key].join(kind, item, size_bytes)
 
     def _host_router(self, rank: int) -> MappedRouter:
         """One sub-fabric per host of the pipeline: its ring pairs and ``rank``'s EP group

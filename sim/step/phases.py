@@ -49,8 +49,8 @@ from moesim.step.ringjob import RingJob
 def base_router(index: GraphIndex, stage_gpus: int) -> Router:
     """Whole-fabric routes for the phases: computed per pair of stages on their sub-fabric
     where that routes as the whole fabric does (:class:`moesim.fabric.blocks.BlockRouter`;
-    D-mod-K and spray), else on the whole fabric (ECMP hashes node indices; PXN)."""
-    if index.prunable and index.spec.multipath in ("dmodk", "spray"):
+    a prunable fabric), else on the whole fabric (PXN)."""
+    if index.prunable:
         return BlockRouter(index, stage_gpus)
     return index.whole()
 
