@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from moesim.engine.routing import Router, RouteSet
+from moesim.engine.routing import Router
 from moesim.fabric.spec import FabricSpec
 from moesim.fabric.subfabric import GraphIndex
 from moesim.parallel.layout import ParallelLayout
@@ -160,9 +160,11 @@ def stage_wide_rings(fabric: FabricSpec) -> bool:
     (:func:`stage_ring_timer`) rather than over the representative host's (module docstring):
     under ECMP, whose hash puts other hosts' ring edges on this host's uplinks. D-mod-K and
     spray spread a ring's cross-host edges (shifts between hosts) over the uplinks: on the
-    128-GPU 1:1 rail fabric the two scopes give the same step (tests/test_step_fast.py),
-    and routing a whole stage's ring edges costs ~0.45 s per 576-GPU stage at 9,216 GPUs
-    (benchmarks/bench_step.py: 1.3 -> 9 s CPU), so they keep the host's."""
+    128-GPU 1:1 rail fabric the two scopes give the same step
+    (tests/test_step_congestion.py), and routing a whole stage's ring edges costs ~0.2 s per
+    576-GPU stage at 9,216 GPUs (the benchmark step of benchmarks/bench_step.py, 16 stages:
+    with ECMP 3.2-3.8 s CPU before, 4.9-5.4 s with the stage's rings, step 10.491 ->
+    11.697 s), so they keep the host's."""
     return fabric.multipath == "ecmp"
 
 
@@ -184,28 +186,28 @@ class RingTimer:
     def __init__(self, env: simpy.Environment, router: Router, rp: RingPairs) -> None:
         self.env = env
         self.members = rp.members
-        routed = {kind: _routes(router, found) for kind, found in rp.pairs.items() if found}
+        # every kind's pairs in one router call: each destination's path search done once
+        lists = {kind: sorted(found) for kind, found in rp.pairs.items()}
+        sizes = [len(lst) for lst in lists.values()]
+        pairs = np.array([p for lst in lists.values() for p in lst], dtype=np.int64)
+        rs = router.routes(*pairs.reshape(-1, 2).T)
         # the links the rings use, numbered 0..k-1 (the sharing below is per link of these)
-        links, at = np.unique(np.concatenate([rs.link for rs in routed.values()]
-                                             or [np.zeros(0, dtype=np.int64)]),
-                              return_inverse=True)
+        links, at = np.unique(rs.link, return_inverse=True)
         self.inv_cap = 1.0 / router.fabric.cap_Bps[links]
+        owner = np.repeat(np.repeat(np.arange(len(sizes)), sizes), np.diff(rs.ptr))
+        first = np.cumsum([0, *sizes])
         self.count: dict[str, np.ndarray] = {}
         self.latency_s: dict[str, float] = {}
         self.hop: dict[str, tuple[float, float]] = {}  # ring sends: mean 1/cap, latency
-        start = 0
-        for kind in rp.pairs:
-            rs = routed.get(kind)
-            if rs is None:
-                self.count[kind], self.latency_s[kind] = np.zeros(links.size), 0.0
-                continue
-            part = at[start:start + rs.link.size]
-            start += rs.link.size
-            self.count[kind] = np.bincount(part, weights=rs.weight, minlength=links.size)
-            self.latency_s[kind] = float(rs.latency_s.max())
-            hop = rs if rp.outgoing[kind] == rp.pairs[kind] else _routes(
-                router, rp.outgoing[kind])
-            self.hop[kind] = (float(np.mean(1.0 / hop.cap_Bps)), float(hop.latency_s.mean()))
+        for i, (kind, lst) in enumerate(lists.items()):
+            on = owner == i
+            self.count[kind] = np.bincount(at[on], weights=rs.weight[on], minlength=links.size)
+            rows = slice(first[i], first[i + 1])
+            self.latency_s[kind] = float(rs.latency_s[rows].max(initial=0.0))
+            if lst:
+                out = np.array([p in rp.outgoing[kind] for p in lst])
+                self.hop[kind] = (float(np.mean(1.0 / rs.cap_Bps[rows][out])),
+                                  float(rs.latency_s[rows][out].mean()))
         self.jobs: dict[tuple[str, int], simpy.Event] = {}
         self._left: dict[tuple[str, int], np.ndarray] = {}  # link seconds left per live job
         self._floor: dict[tuple[str, int], tuple[float, float]] = {}  # (alone end, latency)
@@ -270,12 +272,6 @@ class RingTimer:
             self.jobs[key].succeed(self.env.now)
 
         return end
-
-
-def _routes(router: Router, pairs: set[tuple[int, int]]) -> RouteSet:
-    """The routes of ``pairs`` (src, dst), in sorted pair order."""
-    src, dst = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2).T
-    return router.routes(src, dst)
 
 
 def _finish(left: np.ndarray) -> np.ndarray:
