@@ -137,7 +137,8 @@ def _one_to_one(gpus: int, pxn: bool) -> object:
                   (128, True): (440.01, 427.50)}[(gpus, pxn)]
     return pytest.param(gpus, pxn, marks=[pytest.mark.congestion_large, pytest.mark.xfail(
         strict=True, reason=f"measured: full {full} ms, Fast() {fast} ms "
-        f"({(fast / full - 1) * 100:+.1f} %): the rings' per-rank tail (estimate.py)")])
+        f"({(fast / full - 1) * 100:+.1f} %): the rings' per-rank tail and traffic beside the "
+        "all-to-alls (estimate.py)")])
 
 
 @pytest.mark.congestion

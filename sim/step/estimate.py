@@ -43,7 +43,11 @@ and 512 GPUs (1:1, PP 4 and 8) the stage's rings are -4.5 % and -3.0 % (full 645
 later (all-to-alls beside other traffic), and its embedding's reduce-scatter ranks finish one
 after another over 479-575 ms, all-gathers ending 606-646 ms, where the one job per ring
 kind here ends them at 520 and 615 ms: the per-rank spread that :mod:`moesim.step.ringjob`
-times (the whole-fabric phases: +0.9 % at 256 GPUs 1:1, 20-50x the estimate's cost).
+times (the whole-fabric phases: +0.9 % at 256 GPUs 1:1, 20-50x the estimate's cost). Full
+mode with every rank made to wait for its whole ring gives 630.65 ms: the per-rank tail is
+15 of the 29 ms; the other half comes before the tail (stage 0 starts it 14 ms later in full
+mode; stage 2's all-to-alls wait 60.5 ms there, 48.9 here: traffic the all-to-all estimate
+does not put beside them).
 """
 
 from __future__ import annotations
