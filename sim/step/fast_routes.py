@@ -3,15 +3,15 @@
 :class:`moesim.step.fast.FastState` needs, for each host of the representative pipeline, a
 router over the sub-fabric of that host's ring neighbours and its rank's EP group
 (:func:`host_router`), and for each EP group an :class:`moesim.step.estimate.A2ATimer` on it
-(4,032 routed pairs at EP64; together about 0.2 s of CPU at 9,216 GPUs), and the routes of
-the host's DP / EDP ring pairs (:class:`moesim.step.estimate.RingTimer` off ECMP). The step
-asks for them one by one as its SimPy run reaches each stage; :class:`HostRoutesAhead` builds them in a
-worker thread from the moment the fabric is indexed, beside the MoE layers' routing, and hands
-them over when asked. It builds only what the lazy path would build with the same arguments:
-routers of hosts with exactly one representative rank (with several, the first to ask chooses
-the EP group in the sub-fabric, so those stay lazy), timers of EP groups with exactly one
-representative rank (on that rank's host router, as the lazy path puts them), and nothing on
-fabrics that are not pruned (their one whole-fabric router is shared with the run).
+(4,032 routed pairs at EP64; together about 0.2 s of CPU at 9,216 GPUs), and the routes of the
+host's DP / EDP ring pairs (:class:`moesim.step.estimate.RingTimer` off ECMP). The step asks
+for them one by one as its SimPy run reaches each stage; :class:`HostRoutesAhead` builds them
+in a worker thread from the moment the fabric is indexed, beside the MoE layers' routing, and
+hands them over when asked. It builds only what the lazy path would build with the same
+arguments: routers of hosts with exactly one representative rank (with several, the first to
+ask chooses the EP group in the sub-fabric, so those stay lazy), timers of EP groups with
+exactly one representative rank (on that rank's host router, as the lazy path puts them), and
+nothing on fabrics that are not pruned (their one whole-fabric router is shared with the run).
 """
 
 from __future__ import annotations
