@@ -17,12 +17,15 @@ from moesim.validate.step import megatron_v09_flops, simulate_mixtral
 from moesim.validate.table import FAIL, NOT_SIMULABLE, PASS, CaseResult
 
 STEP = "Mixtral 8x7B, 64x H100, TP1 EP8 PP4 VPP8"
+COST = "DeepSeek-V3 pre-training, 2048 H800, PP16 EP64 DP128"
 
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, CaseResult]:
-    """Every case once, on 2 processes (the Mixtral step simulates 64 GPUs: ~1 min)."""
-    return {r.case.name: r for r in run_cases(jobs=2)}
+    """Every case once, on 2 worker processes (the Mixtral step simulates 64 GPUs: ~1 min),
+    STEP and COST in this one meanwhile: the tests below read their cached step results
+    (run in a worker, they would be simulated a second time here)."""
+    return {r.case.name: r for r in run_cases(jobs=2, here=(STEP, COST))}
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])
@@ -77,6 +80,7 @@ def test_mixtral_step_simulated(results: dict[str, CaseResult]) -> None:
     # Megatron's (non-causal) FLOP count of the 256 x 4096-token step over the simulated
     # step time, per GPU (the cached run of the fixture above).
     tflops, step = simulate_mixtral(16)
+    assert simulate_mixtral.cache_info().hits  # the fixture's run, not a second one
     flops = megatron_v09_flops(get_model("mixtral-8x7b"), 256, 4096)
     assert r.predicted == tflops == pytest.approx(flops / step.step_time_s / 64 / 1e12)
     assert tflops > step.tflops_per_gpu  # the causal count is 4% smaller
@@ -87,8 +91,9 @@ def test_training_cost_is_gpu_hours_per_trillion_tokens(results: dict[str, CaseR
     """DeepSeek-V3: step time x 2048 GPUs over the 15360 x 4096 tokens of a step, per 1e12."""
     from moesim.validate.step import simulate_gpu_hours
 
-    r = results["DeepSeek-V3 pre-training, 2048 H800, PP16 EP64 DP128"]
+    r = results[COST]
     hours, step = simulate_gpu_hours("deepseek-v3-2048xh800")
+    assert simulate_gpu_hours.cache_info().hits  # the fixture's run, not a second one
     assert step.mode == "fast" and r.predicted == hours
     assert hours == pytest.approx(step.step_time_s * 2048 / 3600 * 1e12 / (15360 * 4096))
     assert "MTP" in r.detail  # what is not modelled stays in the record

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from concurrent.futures import ProcessPoolExecutor
 
 from moesim.validate.cases import CASES, Case
@@ -15,16 +15,21 @@ from moesim.validate.runners import RUNNERS, register_runner, run_case
 from moesim.validate.table import CaseResult, judge, render_table, results_json
 
 
-def run_cases(cases: Iterable[Case] = CASES, jobs: int = 1) -> list[CaseResult]:
+def run_cases(cases: Iterable[Case] = CASES, jobs: int = 1,
+              here: Collection[str] = ()) -> list[CaseResult]:
     """Simulate every case in ``cases`` and judge it against its published value, on
-    ``jobs`` worker processes (1: in this process); results in the order of ``cases``."""
+    ``jobs`` worker processes (1: in this process); results in the order of ``cases``.
+    With workers, the cases named in ``here`` run in this process meanwhile (so that their
+    cached step results, :mod:`moesim.validate.step`, are this process's to read)."""
     cases = list(cases)
     if jobs <= 1 or len(cases) <= 1:
         return [judge(case, *run_case(case)) for case in cases]
-    order = sorted(range(len(cases)), key=lambda i: _expected_cost(cases[i]), reverse=True)
-    with ProcessPoolExecutor(max_workers=min(jobs, len(cases))) as pool:
-        done = list(pool.map(run_case, [cases[i] for i in order]))
-    predictions = dict(zip(order, done, strict=True))
+    away = [i for i, case in enumerate(cases) if case.name not in here]
+    order = sorted(away, key=lambda i: _expected_cost(cases[i]), reverse=True)
+    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(order)))) as pool:
+        pending = pool.map(run_case, [cases[i] for i in order])  # all submitted now
+        predictions = {i: run_case(case) for i, case in enumerate(cases) if case.name in here}
+        predictions.update(zip(order, pending, strict=True))
     return [judge(case, *predictions[i]) for i, case in enumerate(cases)]
 
 
