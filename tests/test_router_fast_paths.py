@@ -9,7 +9,7 @@ import pytest
 
 from moesim.router import RouterConfig, assign_experts, route_tokens
 from moesim.router.route import capacity_per_expert
-from moesim.router.sampling import _Chosen, fresh_absorb
+from moesim.router.sampling import _Chosen, distinct_columns, fresh_absorb, index_type
 
 
 @pytest.mark.parametrize(("n_values", "m", "k"), [(384, 10, 8), (6, 12, 4), (9, 3, 5),
@@ -63,3 +63,19 @@ def test_route_counts_equal_a_per_token_reference(cfg: RouterConfig, per_rank: i
     assert np.array_equal(r.rank_tokens_dedup, dedup)
     assert np.array_equal(r.node_tokens_dedup, nodes)
     assert np.array_equal(r.rank_tokens, tokens.reshape(8, 8, 4).sum(axis=2))
+
+
+@pytest.mark.parametrize(("n_experts", "kind"), [(384, np.int16), (40000, np.int32)])
+def test_sampler_columns_use_the_narrow_index_type_on_every_path(n_experts: int,
+                                                                  kind: type) -> None:
+    """Candidates and choices are int16 below 2^15 experts (half the bytes of every pass),
+    on the candidate path and on the race path alike, with the same values as int64."""
+    p = np.full(n_experts, 1.0 / n_experts)
+    rng = np.random.default_rng(3)
+    drawn = distinct_columns(p, 500, 4, rng, m=6,
+                             draw=lambda rows, m: rng.integers(0, n_experts, (m, rows.size),
+                                                               dtype=np.int32))
+    raced = distinct_columns(p, 500, 4, np.random.default_rng(3), m=10**9, draw=None)
+    assert index_type(n_experts) is kind and drawn.dtype == kind and raced.dtype == kind
+    for columns in (drawn, raced):
+        assert np.all(np.sort(columns, axis=0)[1:] != np.sort(columns, axis=0)[:-1])

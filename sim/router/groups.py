@@ -23,7 +23,7 @@ SIZING_ROWS = 16
 
 
 class _GroupDrawer:
-    """i.i.d. draws from p restricted to each token's groups (groups: int32 [topk_group, n])."""
+    """i.i.d. draws from p restricted to each token's groups (groups: int [topk_group, n])."""
 
     def __init__(
         self, p: np.ndarray, groups: np.ndarray, n_group: int, rng: np.random.Generator
@@ -75,7 +75,7 @@ def group_limited_columns(
     p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator, *, n_group: int,
     topk_group: int,
 ) -> np.ndarray:
-    """``sample_group_limited`` in column-major form: int32 [top_k, n_tokens]."""
+    """``sample_group_limited`` in column-major form: [top_k, n_tokens] of sampling.index_type."""
     p = np.asarray(p, dtype=np.float64)
     if n_group == 1:
         return topk_columns(p, n_tokens, top_k, rng)

@@ -14,8 +14,9 @@ Gumbel-top-k on log p, or the k smallest of Exp(1)/p_e). Method, exact for that 
 When p is so skewed that m candidates would cost more than a race over all experts (measured
 costs, see ``_race_is_cheaper``), every row uses the race directly.
 
-Results are column-major, int32 [top_k, n_tokens] (row s = every token's (s+1)-th choice): the
-layout the router counts from; ``sample_topk`` gives the row-major view.
+Results are column-major, [top_k, n_tokens] of ``index_type`` (int16 below 2^15 experts; row s =
+every token's (s+1)-th choice): the layout the router counts from; ``sample_topk`` gives the
+row-major view.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ class _Chosen:
     """Per-row distinct choices so far, column-major: chosen [k, rows] (-1 = free), found [rows]."""
 
     def __init__(self, rows: int, k: int, chosen: np.ndarray | None = None,
-                 found: np.ndarray | None = None) -> None:
-        self.chosen = np.full((k, rows), -1, dtype=np.int32) if chosen is None else chosen
+                 found: np.ndarray | None = None, kind: type[np.integer] = np.int32) -> None:
+        self.chosen = np.full((k, rows), -1, dtype=kind) if chosen is None else chosen
         self.found = np.zeros(rows, dtype=np.int32) if found is None else found
 
     def absorb(self, rows: np.ndarray, cand_t: np.ndarray) -> None:
@@ -83,17 +84,18 @@ def fresh_absorb(cand_t: np.ndarray, k: int) -> _Chosen:
     """A new :class:`_Chosen` of ``cand_t.shape[1]`` rows fed ``cand_t`` [m, rows]: the same
     state as ``_Chosen(rows, k).absorb(all rows, cand_t)``, faster when most rows draw k
     distinct experts first (they take their first k candidates as they are; the others go
-    through ``absorb``). The state's ``chosen`` is ``cand_t[:k]``, overwritten in place."""
+    through ``absorb``). The state's ``chosen`` is ``cand_t[:k]``, overwritten in place (of
+    ``cand_t``'s type)."""
     m, rows = cand_t.shape
     if m < k:
-        state = _Chosen(rows, k)
+        state = _Chosen(rows, k, kind=cand_t.dtype.type)
         state.absorb(np.arange(rows), cand_t)
         return state
     clean = _clean_head(cand_t, k)
     state = _Chosen(rows, k, cand_t[:k], np.full(rows, k, dtype=np.int32))
     rest = np.flatnonzero(~clean)
     if rest.size:
-        others = _Chosen(rest.size, k)
+        others = _Chosen(rest.size, k, kind=cand_t.dtype.type)
         others.absorb(np.arange(rest.size), cand_t[:, rest])
         state.chosen[:, rest], state.found[rest] = others.chosen, others.found
     return state
@@ -116,9 +118,9 @@ def race(
     p: np.ndarray, prefix: np.ndarray, found: np.ndarray, rng: np.random.Generator,
     allowed: Allowed | None = None, rows: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Complete each column of ``prefix`` int32 [k, r] (first ``found`` slots set) with the
+    """Complete each column of ``prefix`` [k, r] (first ``found`` slots set) with the
     winners of an exponential race - smallest Exp(1)/p_e first - over the experts it may pick
-    (``allowed(rows)``) and has not chosen. Returns the completed int32 [k, r]."""
+    (``allowed(rows)``) and has not chosen. Returns the completed [k, r], prefix's type."""
     out = prefix.copy()
     (k, n_rows), n = prefix.shape, p.size
     ids = np.arange(n_rows) if rows is None else rows
@@ -144,17 +146,25 @@ def _race_is_cheaper(m: int, k: int, n_experts: int) -> bool:
     return m * (10 + 2.5 * k) > 400 + 22 * n_experts
 
 
+def index_type(n_values: int) -> type[np.signedinteger]:
+    """The narrowest signed type that holds -1 .. n_values - 1 (int16 or int32): candidates and
+    choices in it, every pass over them reads half the bytes of int32."""
+    return np.int16 if n_values <= np.iinfo(np.int16).max else np.int32
+
+
 def distinct_columns(
     p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator, *, m: int,
     draw: Drawer, allowed: Allowed | None = None,
 ) -> np.ndarray:
-    """Core sampler: int32 [top_k, n_tokens], each column the first top_k distinct candidates of
-    ``draw`` (m per round, then the race). ``draw`` and ``allowed`` describe the same law."""
+    """Core sampler: [top_k, n_tokens] of :func:`index_type` (p.size), each column the first
+    top_k distinct candidates of ``draw`` (m per round, then the race). ``draw`` and
+    ``allowed`` describe the same law."""
     rows = np.arange(n_tokens)
+    kind = index_type(p.size)
     if _race_is_cheaper(m, top_k, p.size):
-        state = _Chosen(n_tokens, top_k)
+        state = _Chosen(n_tokens, top_k, kind=kind)
     else:
-        state = fresh_absorb(draw(rows, m), top_k)
+        state = fresh_absorb(draw(rows, m).astype(kind, copy=False), top_k)
         rows = rows[state.found < top_k]
         for _round in range(EXTRA_ROUNDS):
             if rows.size == 0:
@@ -168,7 +178,7 @@ def distinct_columns(
 
 
 def topk_columns(p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator) -> np.ndarray:
-    """``sample_topk`` in column-major form: int32 [top_k, n_tokens]."""
+    """``sample_topk`` in column-major form: [top_k, n_tokens] of :func:`index_type`."""
     p = np.asarray(p, dtype=np.float64)
     table = alias_table(p)
 
