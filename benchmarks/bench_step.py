@@ -164,8 +164,8 @@ workload: {{global_batch: {batch}, micro_batch_size: 1, seq_len: 4096}}
 CLI = ("import sys\nimport moesim.step.routing_ahead as ahead\n"
        "ahead.ROUTING_THREADS = {threads}\nfrom moesim.cli.main import main\n"
        "sys.argv = ['moesim', 'step', {path!r}, '-q']\nmain()\n")
-"""``moesim step`` with ``--routing-threads`` workers routing MoE layers ahead (the CLI's own
-default is :data:`moesim.step.routing_ahead.ROUTING_THREADS`)."""
+"""``moesim step`` with ``--routing-threads`` workers drawing MoE layers ahead (0: none; the
+CLI's own default is :data:`moesim.step.routing_ahead.ROUTING_THREADS`)."""
 
 
 def time_cli(spec: StepSpec, gpus: int, gpu: str, repeats: int, threads: int | None = None,
@@ -198,7 +198,14 @@ def time_cli(spec: StepSpec, gpus: int, gpu: str, repeats: int, threads: int | N
                   f"{' '.join(step.split())}")
     print(f"median {statistics.median(walls):.2f} s  min {min(walls):.2f} s  "
           f"cpu median {statistics.median(cpus):.2f} s  (moesim step{', bytecode cache' * pyc}"
-          f"{f', {threads} routing threads' if threads else ''}; load {os.getloadavg()[0]:.1f})")
+          f"{'' if threads is None else f', {threads} routing threads'}; "
+          f"load {os.getloadavg()[0]:.1f})  peak RSS {_children_peak_rss_mib():.0f} MiB")
+
+
+def _children_peak_rss_mib() -> float:
+    """The largest peak resident set of the finished child processes so far (MiB; Linux
+    reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def _children_cpu_s() -> float:
@@ -249,7 +256,8 @@ def main() -> None:
                     help="time whole `moesim step` processes on the 1t step as a scenario "
                     "(fast mode, every MoE layer routed) instead of run_step in this process")
     ap.add_argument("--routing-threads", type=int, default=None,
-                    help="--cli: workers routing MoE layers ahead (default: the CLI's, 2)")
+                    help="--cli: workers drawing MoE layers ahead, 0 = none (default: the "
+                    "CLI's, moesim.step.routing_ahead.ROUTING_THREADS)")
     ap.add_argument("--pyc", action="store_true",
                     help="--cli: with a warmed bytecode cache (as an installed package)")
     args = ap.parse_args()

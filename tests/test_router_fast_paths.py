@@ -54,7 +54,7 @@ def _reference(cfg: RouterConfig, ranks: int, per_rank: int, experts: int, top_k
 
 @pytest.mark.parametrize("cfg", [RouterConfig(kind="zipf", alpha=1.2, capacity_factor=1.0),
                                  RouterConfig(kind="hot", hot_factor=6.0)])
-@pytest.mark.parametrize("per_rank", [40, 300])  # 300: counted rank by rank (_pair_counts)
+@pytest.mark.parametrize("per_rank", [40, 300])  # 300: counted rank by rank (counts.pair_counts)
 def test_route_counts_equal_a_per_token_reference(cfg: RouterConfig, per_rank: int) -> None:
     r = route_tokens(cfg, tokens_per_rank=per_rank, n_ranks=8, n_experts=32, top_k=4, seed=5,
                      layer=2, ranks_per_node=4)

@@ -1,5 +1,6 @@
-"""MoE layers routed ahead in worker threads (moesim.step.routing_ahead): the same routings as
-drawing them one by one, in any thread count, and an error surfaces where a serial run's would."""
+"""MoE layers drawn ahead in worker threads (moesim.step.routing_ahead): the same routings as
+routing them one by one, in any thread count and order of asking, never more than LOOKAHEAD
+layers ahead, and an error surfaces where a serial run's would."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import pytest
 from moesim.errors import ConfigError
 from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
-from moesim.router import RoutingResult
+from moesim.router import Draw, RoutingResult
 from moesim.step import StepSpec, routing_ahead
 from moesim.step.fast import fast_plan
-from moesim.step.plan import route_layer
+from moesim.step.plan import draw_layer, route_layer
 from moesim.step.routing_ahead import RoutingAhead
 
 
@@ -30,7 +31,7 @@ def _arrays(r: RoutingResult) -> list[np.ndarray]:
     return [r.tokens, r.dropped, r.rank_tokens, r.rank_tokens_dedup, r.node_tokens_dedup]
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("threads", [0, 1, 2, 3])
 @pytest.mark.parametrize("draws", [None, 2])
 def test_layers_routed_ahead_are_the_serial_draws(threads: int, draws: int | None) -> None:
     spec = _spec()
@@ -47,6 +48,7 @@ def test_layers_routed_ahead_are_the_serial_draws(threads: int, draws: int | Non
 
 def test_plans_equal_with_and_without_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = _spec()
+    monkeypatch.setattr(routing_ahead, "ROUTING_THREADS", 0)
     serial = fast_plan(spec)
     monkeypatch.setattr(routing_ahead, "ROUTING_THREADS", 2)
     threaded = fast_plan(spec)
@@ -59,24 +61,35 @@ def test_plans_equal_with_and_without_threads(monkeypatch: pytest.MonkeyPatch) -
 def test_an_error_surfaces_in_order_and_the_rest_is_dropped(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Layer 3's error is raised when layer 3 is asked for (after 1 and 2 were handed out);
-    layers not started by then are cancelled when the block ends, which waits for the ones in
-    flight (two workers: at most the two after layer 3, slowed here so that the error is out
-    before they end; the rest never start)."""
+    no layer more than LOOKAHEAD past the last one asked for is started, and the block's end
+    waits for the draws in flight (slowed here so that the error is out before they end)."""
     spec = _spec(layers=40)
     started: list[int] = []
 
-    def fake(s: StepSpec, layer: int) -> RoutingResult:
+    def fake(s: StepSpec, layer: int) -> Draw:
         started.append(layer)
         if layer == 3:
             raise ConfigError("router.kind", "layer 3 fails")
         if layer > 3:
-            time.sleep(1.0)
-        return route_layer(s, layer)
+            time.sleep(0.5)
+        return draw_layer(s, layer)
 
-    monkeypatch.setattr(routing_ahead, "route_layer", fake)
+    monkeypatch.setattr(routing_ahead, "draw_layer", fake)
     with (pytest.raises(ConfigError, match="layer 3 fails"),
           RoutingAhead(spec, threads=2) as ahead):
         assert ahead(spec, 1) is not None and ahead(spec, 2) is not None
         ahead(spec, 3)
-    assert {1, 2, 3} <= set(started) <= {1, 2, 3, 4, 5}
-    assert ahead.pool is not None and not any(t.is_alive() for t in ahead.pool._threads)
+    assert {1, 2, 3} <= set(started) <= set(range(1, 3 + routing_ahead.LOOKAHEAD + 1))
+    assert ahead.ahead is not None and not any(t.is_alive() for t in ahead.ahead.threads)
+
+
+def test_layers_asked_out_of_order_are_routed_in_the_caller() -> None:
+    """A layer asked for before any worker started it is routed by the caller (the workers
+    skip it); one started is handed over: the same routings either way, no worker left."""
+    spec = _spec(layers=12)
+    with RoutingAhead(spec, threads=1) as ahead:
+        got = {layer: ahead(spec, layer) for layer in (9, 1, 10, 2, 11)}
+    assert ahead.ahead is not None and not any(t.is_alive() for t in ahead.ahead.threads)
+    for layer, routing in got.items():
+        for a, b in zip(_arrays(routing), _arrays(route_layer(spec, layer)), strict=True):
+            assert np.array_equal(a, b)

@@ -28,10 +28,13 @@ from moesim.router.popularity import (
 )
 from moesim.router.result import RoutingResult
 from moesim.router.route import (
+    Draw,
     assign_experts,
     balanced_assignments,
     capacity_per_expert,
     check_shape,
+    count_tokens,
+    draw_tokens,
     route_tokens,
 )
 from moesim.router.sampling import sample_topk
@@ -42,6 +45,7 @@ __all__ = [
     "HOT_1X4",
     "UNIFORM",
     "ZIPF_1",
+    "Draw",
     "PopularityModel",
     "RouterConfig",
     "RoutingResult",
@@ -49,6 +53,8 @@ __all__ = [
     "balanced_assignments",
     "capacity_per_expert",
     "check_shape",
+    "count_tokens",
+    "draw_tokens",
     "imbalance",
     "layer_popularity",
     "place_experts",

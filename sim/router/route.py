@@ -20,11 +20,20 @@ the replicas are extra expert columns of the result, so the per-rank sizes and l
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from moesim.errors import ConfigError
 from moesim.router.config import RouterConfig
+from moesim.router.counts import (
+    dedup_rank_tokens,
+    destinations,
+    keep_mask,
+    node_dedup,
+    pair_counts,
+    rank_totals,
+)
 from moesim.router.groups import group_limited_columns
 from moesim.router.placement import place_experts
 from moesim.router.popularity import layer_popularity, popularity_model
@@ -125,125 +134,39 @@ def capacity_per_expert(capacity_factor: float, tokens_per_rank: int, top_k: int
     return math.ceil(capacity_factor * tokens_per_rank * top_k / n_experts)
 
 
-def keep_mask(columns: np.ndarray, n_ranks: int, n_experts: int, capacity: int) -> np.ndarray:
-    """bool like ``columns`` [top_k, n_ranks * tokens]: per source rank and expert, the first
-    ``capacity`` assignments in (slot, token) order are kept - every token's first choice before
-    any token's second. Loops over ranks, not tokens."""
-    key_type = np.uint16 if n_experts <= 2**16 else np.int64
-    keep = np.empty(columns.shape, dtype=bool)
-    per_rank = columns.shape[1] // n_ranks
-    for rank in range(n_ranks):
-        sl = slice(rank * per_rank, (rank + 1) * per_rank)
-        flat = columns[:, sl].ravel().astype(key_type)
-        order = np.argsort(flat, kind="stable")
-        counts = np.bincount(flat, minlength=n_experts)
-        starts = np.repeat(np.cumsum(counts) - counts, counts)
-        occurrence = np.empty(flat.size, dtype=np.int64)
-        occurrence[order] = np.arange(flat.size) - starts
-        keep[:, sl] = (occurrence < capacity).reshape(columns.shape[0], -1)
-    return keep
+@dataclass(frozen=True, eq=False)
+class Draw:
+    """One layer's sampled assignments, before they are counted (:func:`draw_tokens`): the
+    expensive, mostly GIL-free half of :func:`route_tokens`, so a worker thread can draw the
+    next layers while :func:`count_tokens` counts this one."""
+
+    cfg: RouterConfig
+    tokens_per_rank: int
+    n_ranks: int
+    n_experts: int
+    top_k: int
+    popularity: np.ndarray
+    """float64 [n_experts]: the layer's expert popularity."""
+    columns: np.ndarray
+    """[top_k, n_ranks * tokens_per_rank] (rank-major tokens): each token's experts in
+    choice order (:func:`moesim.router.sampling.index_type`)."""
 
 
-PER_RANK_COUNTS_MIN_TOKENS = 256
-"""Tokens per rank from which ``_pair_counts`` counts rank by rank (fewer: Python overhead)."""
-
-
-def _small_type(n_values: int) -> type[np.integer]:
-    """The narrowest unsigned type that holds ``range(n_values + 1)`` (room for a sentinel)."""
-    for kind in (np.uint8, np.uint16, np.uint32):
-        if n_values < np.iinfo(kind).max:
-            return kind
-    return np.int64
-
-
-def _pair_counts(values: np.ndarray, tokens_per_rank: int, n_ranks: int, n_values: int,
-                 mask: np.ndarray | None = None) -> np.ndarray:
-    """int64 [n_ranks, n_values]: entries of ``values`` [slots, n_ranks * tokens_per_rank]
-    (rank-major tokens) per (source rank, value), counting only where ``mask`` (like values).
-    A bincount per slot over intp keys (source x n_values + value; masked-out entries go to
-    a sentinel bin) in one reused buffer: bincount copies any other input to intp, and fresh
-    multi-megabyte arrays cost more in page faults than the counting itself. Unmasked, with
-    many tokens per rank: one small bincount per source rank instead (cache-sized pieces;
-    1T layer, 64 ranks x 4096 tokens x 8 slots: 6.5 -> 3.4 ms)."""
-    if mask is None and tokens_per_rank >= PER_RANK_COUNTS_MIN_TOKENS:
-        by_rank = values.reshape(values.shape[0], n_ranks, tokens_per_rank)
-        return np.stack([np.bincount(by_rank[:, rank].ravel(), minlength=n_values)
-                         for rank in range(n_ranks)]).astype(np.int64, copy=False)
-    sentinel = n_ranks * n_values
-    base = np.repeat(np.arange(n_ranks, dtype=np.intp) * n_values, tokens_per_rank)
-    key = np.empty_like(base)
-    dropped = None if mask is None else np.empty(base.shape, dtype=bool)
-    counts = np.zeros(sentinel + 1, dtype=np.int64)
-    for slot, row in enumerate(values):
-        np.add(base, row, out=key, casting="unsafe")
-        if mask is not None:
-            np.copyto(key, sentinel, where=np.logical_not(mask[slot], out=dropped))
-        counts += np.bincount(key, minlength=sentinel + 1)
-    return counts[:sentinel].reshape(n_ranks, n_values)
-
-
-def _dedup_rank_tokens(
-    dst: np.ndarray, keep: np.ndarray | None, kept_pairs: np.ndarray,
-) -> np.ndarray:
-    """int64 [n_ranks, n_dst]: tokens of each source rank with >= 1 kept expert on dst.
-
-    ``dst`` [top_k, n_ranks * tokens_per_rank] (rank-major tokens): destination (rank, or node)
-    of each assignment; ``kept_pairs`` [n_ranks, n_dst]: kept assignments per (source, dst).
-    From those, subtract the repeats: kept assignments with an earlier kept slot of their token
-    on the same destination (few: counted from their indices, not from every assignment)."""
-    n_ranks, n_dst = kept_pairs.shape
-    per_rank = dst.shape[1] // n_ranks
-    out = kept_pairs.copy()
-    repeat = np.empty(dst.shape[1], dtype=bool)
-    same = np.empty(dst.shape[1], dtype=bool)
-    for slot in range(1, dst.shape[0]):
-        repeat[:] = False
-        for earlier in range(slot):
-            np.equal(dst[earlier], dst[slot], out=same)
-            if keep is not None:
-                same &= keep[earlier]
-            repeat |= same
-        if keep is not None:
-            repeat &= keep[slot]
-        index = np.flatnonzero(repeat)
-        pairs = (index // per_rank) * n_dst + dst[slot][index]
-        out -= np.bincount(pairs, minlength=n_ranks * n_dst).reshape(n_ranks, n_dst)
-    return out
-
-
-def _node_dedup(dst: np.ndarray, keep: np.ndarray | None, rank_tokens: np.ndarray,
-                ranks_per_node: int) -> np.ndarray:
-    """int64 [n_ranks, nodes]: tokens of src with >= 1 kept expert on a node (DeepEP sends a
-    token once per node over RDMA); empty (0 x 0) when ``ranks_per_node`` is 0."""
-    if not ranks_per_node:
-        return np.zeros((0, 0), dtype=np.int64)
-    n_ranks = rank_tokens.shape[0]
-    if n_ranks % ranks_per_node:
-        raise ConfigError("router.ranks_per_node", f"{ranks_per_node} must divide the "
-                          f"{n_ranks} EP ranks")
-    nodes = n_ranks // ranks_per_node
-    per_node = rank_tokens.reshape(n_ranks, nodes, ranks_per_node).sum(axis=2)
-    return _dedup_rank_tokens(dst // dst.dtype.type(ranks_per_node), keep, per_node)
-
-
-def _destinations(columns: np.ndarray, expert_to_rank: np.ndarray, n_ranks: int) -> np.ndarray:
-    """The EP rank of each assignment (like ``columns``, the narrowest type that holds the
-    ranks). Contiguous placement (rank = expert // experts per rank) divides instead of
-    gathering: the same values, ~5x cheaper than a gather of a few million entries."""
-    kind = _small_type(n_ranks)
-    per_rank = expert_to_rank.size // n_ranks
-    if np.array_equal(expert_to_rank, np.arange(expert_to_rank.size) // per_rank):
-        return np.floor_divide(columns, per_rank, out=np.empty(columns.shape, dtype=kind),
-                               casting="unsafe")
-    return np.take(expert_to_rank.astype(kind), columns)
-
-
-def _rank_tokens(tokens: np.ndarray, expert_to_rank: np.ndarray, n_ranks: int) -> np.ndarray:
-    """int64 [n_ranks, n_ranks]: ``tokens`` [sources, expert columns] summed per host rank
-    (float64 weights: exact, every partial sum an integer < 2^53)."""
-    keys = np.arange(tokens.shape[0])[:, None] * n_ranks + expert_to_rank[None, :]
-    summed = np.bincount(keys.ravel(), weights=tokens.ravel(), minlength=n_ranks * n_ranks)
-    return summed.astype(np.int64).reshape(tokens.shape[0], n_ranks)
+def draw_tokens(
+    cfg: RouterConfig, *, tokens_per_rank: int, n_ranks: int, n_experts: int, top_k: int,
+    seed: int, layer: int, microbatch: int = 0, step: int = 0, n_group: int = 1,
+    topk_group: int = 1,
+) -> Draw:
+    """The sampling half of :func:`route_tokens` (same arguments but ``ranks_per_node``):
+    validates them, draws the layer's popularity and every token's experts."""
+    p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
+                    step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
+    place_experts(cfg.placement, n_experts, n_ranks)
+    check_redundant(cfg.redundant_experts, n_experts=n_experts, n_ranks=n_ranks)
+    columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
+                              top_k=top_k, seed=seed, layer=layer, microbatch=microbatch,
+                              step=step, n_group=n_group, topk_group=topk_group)
+    return Draw(cfg, tokens_per_rank, n_ranks, n_experts, top_k, p, columns)
 
 
 def route_tokens(
@@ -254,15 +177,23 @@ def route_tokens(
     """Route ``tokens_per_rank`` tokens on each of ``n_ranks`` EP ranks to ``top_k`` of
     ``n_experts`` experts, for one (layer, micro-batch, step). Same arguments -> same arrays.
     ``ranks_per_node`` > 0 also counts the distinct tokens per (rank, node of that many
-    consecutive ranks): ``RoutingResult.node_tokens_dedup``."""
-    p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
-                    step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
+    consecutive ranks): ``RoutingResult.node_tokens_dedup``. :func:`count_tokens` of
+    :func:`draw_tokens`."""
+    drawn = draw_tokens(cfg, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
+                        n_experts=n_experts, top_k=top_k, seed=seed, layer=layer,
+                        microbatch=microbatch, step=step, n_group=n_group,
+                        topk_group=topk_group)
+    return count_tokens(drawn, ranks_per_node=ranks_per_node)
+
+
+def count_tokens(drawn: Draw, *, ranks_per_node: int = 0) -> RoutingResult:
+    """The counting half of :func:`route_tokens`: capacity, per-rank sizes and dedup of the
+    assignments ``drawn``."""
+    cfg, p, columns = drawn.cfg, drawn.popularity, drawn.columns
+    tokens_per_rank, n_ranks, n_experts = drawn.tokens_per_rank, drawn.n_ranks, drawn.n_experts
+    top_k = drawn.top_k
     expert_to_rank = place_experts(cfg.placement, n_experts, n_ranks)
-    check_redundant(cfg.redundant_experts, n_experts=n_experts, n_ranks=n_ranks)
-    columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
-                              top_k=top_k, seed=seed, layer=layer, microbatch=microbatch,
-                              step=step, n_group=n_group, topk_group=topk_group)
-    wanted = _pair_counts(columns, tokens_per_rank, n_ranks, n_experts)
+    wanted = pair_counts(columns, tokens_per_rank, n_ranks, n_experts)
     keep = None
     tokens = wanted
     if cfg.capacity_factor is not None:
@@ -273,16 +204,16 @@ def route_tokens(
     if cfg.redundant_experts:
         return _route_with_replicas(cfg, p, columns, keep, tokens, wanted, expert_to_rank,
                                     n_ranks=n_ranks, ranks_per_node=ranks_per_node)
-    dst = _destinations(columns, expert_to_rank, n_ranks)
-    rank_tokens = _rank_tokens(tokens, expert_to_rank, n_ranks)
+    dst = destinations(columns, expert_to_rank, n_ranks)
+    rank_tokens = rank_totals(tokens, expert_to_rank, n_ranks)
     return RoutingResult(
         tokens=tokens,
         dropped=wanted - tokens,
         expert_to_rank=expert_to_rank,
         rank_tokens=rank_tokens,
-        rank_tokens_dedup=_dedup_rank_tokens(dst, keep, rank_tokens),
+        rank_tokens_dedup=dedup_rank_tokens(dst, keep, rank_tokens),
         popularity=p,
-        node_tokens_dedup=_node_dedup(dst, keep, rank_tokens, ranks_per_node),
+        node_tokens_dedup=node_dedup(dst, keep, rank_tokens, ranks_per_node),
     )
 
 
@@ -297,18 +228,18 @@ def _route_with_replicas(
     remapped, placement, replica_of = replicate_hot_experts(
         columns, kept, expert_to_rank, n_ranks=n_ranks, count=cfg.redundant_experts)
     n_columns = placement.size
-    extended = _pair_counts(remapped, columns.shape[1] // n_ranks, n_ranks, n_columns, keep)
+    extended = pair_counts(remapped, columns.shape[1] // n_ranks, n_ranks, n_columns, keep)
     dropped = np.zeros_like(extended)
     dropped[:, :n_experts] = wanted - tokens
-    dst = _destinations(remapped, placement, n_ranks)
-    rank_tokens = _rank_tokens(extended, placement, n_ranks)
+    dst = destinations(remapped, placement, n_ranks)
+    rank_tokens = rank_totals(extended, placement, n_ranks)
     return RoutingResult(
         tokens=extended,
         dropped=dropped,
         expert_to_rank=placement,
         rank_tokens=rank_tokens,
-        rank_tokens_dedup=_dedup_rank_tokens(dst, keep, rank_tokens),
+        rank_tokens_dedup=dedup_rank_tokens(dst, keep, rank_tokens),
         popularity=p,
         replica_of=replica_of,
-        node_tokens_dedup=_node_dedup(dst, keep, rank_tokens, ranks_per_node),
+        node_tokens_dedup=node_dedup(dst, keep, rank_tokens, ranks_per_node),
     )

@@ -26,7 +26,7 @@ from moesim.calibration.training import HOT_RATIO
 from moesim.hardware import GemmShape, GpuSpec, gemm_backward_time_s, gemm_time_s, get_gpu
 from moesim.model.accounting import embedding_params, layer_params, router_params
 from moesim.parallel.layout import ParallelLayout
-from moesim.router import RoutingResult, route_tokens
+from moesim.router import Draw, RoutingResult, count_tokens, draw_tokens
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
 from moesim.workload.costs import (
     LayerCosts,
@@ -123,14 +123,25 @@ Route = Callable[[StepSpec, int], RoutingResult]
 
 
 def route_layer(spec: StepSpec, layer: int) -> RoutingResult:
-    """Routing of MoE layer ``layer`` (shared by every micro-batch and EP group)."""
+    """Routing of MoE layer ``layer`` (shared by every micro-batch and EP group):
+    :func:`count_layer` of :func:`draw_layer`."""
+    return count_layer(spec, draw_layer(spec, layer))
+
+
+def draw_layer(spec: StepSpec, layer: int) -> Draw:
+    """The sampling half of :func:`route_layer` (:func:`moesim.router.draw_tokens`)."""
     m = spec.model
-    return route_tokens(
+    return draw_tokens(
         spec.router, tokens_per_rank=spec.tokens_per_microbatch, n_ranks=spec.layout.ep,
         n_experts=m.n_routed_experts, top_k=m.top_k, seed=spec.seed, layer=layer,
         n_group=m.n_group, topk_group=m.topk_group,
-        ranks_per_node=spec.ep_ranks_per_node() if spec.dispatcher == "deepep" else 0,
     )
+
+
+def count_layer(spec: StepSpec, drawn: Draw) -> RoutingResult:
+    """The counting half of :func:`route_layer` (:func:`moesim.router.count_tokens`)."""
+    return count_tokens(
+        drawn, ranks_per_node=spec.ep_ranks_per_node() if spec.dispatcher == "deepep" else 0)
 
 
 def _a2a_tokens(spec: StepSpec, routing: RoutingResult) -> np.ndarray:

@@ -1,49 +1,116 @@
-"""Fast mode's MoE layer routings, drawn ahead in worker threads while the rest is set up.
+"""Fast mode's MoE layer routings, drawn ahead in worker threads while the step counts them.
 
 A layer's routing is a pure function of (spec, layer): :func:`moesim.step.plan.route_layer`
 draws it from its own random stream (:mod:`moesim.router.streams`), so layers drawn in any
-order, on any thread, give the same arrays bit for bit. numpy releases the GIL in the heavy
-parts of a draw (the random integers, element-wise passes, gathers), so with
-``ROUTING_THREADS`` > 1 the layers route beside the fabric build and each other.
-:class:`RoutingAhead` starts every distinct layer's routing at once (``threads`` workers, in
-model order) and hands each out when :func:`moesim.step.plan.build_plan` asks, in its order;
-an error raised while routing a layer is raised there, as a serial run would raise it.
+order, on any thread, give the same arrays bit for bit. It has two halves: the draw
+(:func:`moesim.step.plan.draw_layer`: every token's experts; most of it numpy's random
+integers, which run without the GIL) and the count (:func:`moesim.step.plan.count_layer`:
+tokens per rank and expert, all-to-all sizes). :class:`RoutingAhead` has ``ROUTING_THREADS``
+workers draw the distinct MoE layers in model order from the moment the step starts (at most
+``LOOKAHEAD`` ahead of the layer the step is pricing), and counts each layer in the calling
+thread when :func:`moesim.step.plan.build_plan` asks for it: on two free cores the draws of
+the next layers run beside the count and pricing of this one. An error raised while drawing a
+layer is raised when that layer is asked for, as a serial run would raise it.
 
 ``routing_draws = R`` (fast mode) reuses the routing of the first ``R`` MoE layers cyclically
 (a stationary router); ``None`` draws every MoE layer, as full mode does.
 
-Measured (benchmarks/bench_step.py --cli, 9,216 GPUs, every MoE layer routed: 60 layers of
-about 22 ms of CPU each): see benchmarks/README.md.
+Measured (benchmarks/bench_step.py --cli, 9,216 GPUs, every MoE layer routed): see
+benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
 from types import TracebackType
 
-from moesim.router import RoutingResult
-from moesim.step.plan import route_layer
+from moesim.router import Draw, RoutingResult
+from moesim.step.plan import count_layer, draw_layer, route_layer
 from moesim.step.spec import StepSpec
 
 ROUTING_THREADS = 1
-"""Worker threads at most (each layer in flight holds ~30 MB of scratch at EP64 x 4096
-tokens per rank); fewer where fewer cores are ours; 1 routes each layer when asked, in the
-calling thread. Measured on the idle 2-core machine (18:59-19:01, 10 interleaved pairs of whole
-``moesim step`` runs on the 9,216-GPU step, others' CPU ~0): 2 threads gave 0.95x the wall time
-at 1.15x the CPU (parts of a draw hold the GIL), so the default is 1; benchmarks/bench_step.py
-``--routing-threads 2`` measures the other."""
+"""Worker threads drawing layers ahead (at most the usable cores less one); 0 draws and
+counts each layer in the calling thread when asked."""
+LOOKAHEAD = 4
+"""Layers drawn ahead of the one asked for, at most (a draw holds its assignments: ~4 MB at
+EP64 x 4096 tokens x top-8)."""
 
 
 def routing_threads() -> int:
-    """Workers for :class:`RoutingAhead`: ``ROUTING_THREADS``, at most the usable cores."""
+    """Workers for :class:`RoutingAhead`: ``ROUTING_THREADS``, at most the usable cores less
+    the calling thread's (none on one core)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(ROUTING_THREADS, cores or 1))
+    return max(0, min(ROUTING_THREADS, (cores or 1) - 1))
+
+
+class _DrawAhead:
+    """Worker threads drawing ``layers`` in order, at most ``LOOKAHEAD`` past the last one
+    taken; :meth:`take` hands a draw over (or its error), :meth:`close` stops the workers."""
+
+    def __init__(self, spec: StepSpec, layers: list[int], workers: int) -> None:
+        self.spec, self.layers = spec, layers
+        self.index = {layer: i for i, layer in enumerate(layers)}
+        self.started = 0  # layers[:started] were started or skipped
+        self.passed = 0  # the caller has asked for layers[passed - 1]: start none before
+        self.begun: set[int] = set()  # the layers started
+        self.done: dict[int, Draw | BaseException] = {}
+        self.closed = False
+        self.cv = threading.Condition()
+        self.threads = [threading.Thread(target=self._work, name=f"moesim-routing-{i}",
+                                         daemon=True) for i in range(workers)]
+        for thread in self.threads:
+            thread.start()
+
+    def _next(self) -> int | None:
+        """The next layer to draw, once the window allows; None when there is none left."""
+        with self.cv:
+            self.cv.wait_for(lambda: self.closed or self.started >= len(self.layers)
+                             or self.started < self.passed + LOOKAHEAD)
+            self.started = max(self.started, self.passed)  # asked for already: not needed
+            if self.closed or self.started >= len(self.layers):
+                return None
+            self.started += 1
+            self.begun.add(self.layers[self.started - 1])
+            return self.layers[self.started - 1]
+
+    def _work(self) -> None:
+        while (layer := self._next()) is not None:
+            try:
+                out: Draw | BaseException = draw_layer(self.spec, layer)
+            except BaseException as error:  # raised where the caller asks for the layer
+                out = error
+            with self.cv:
+                self.done[layer] = out
+                self.cv.notify_all()
+
+    def take(self, layer: int) -> Draw | None:
+        """The draw of ``layer`` (raising its error); None when no worker started it."""
+        with self.cv:
+            self.passed = max(self.passed, self.index.get(layer, -1) + 1)
+            self.cv.notify_all()
+            if layer not in self.begun:
+                return None
+            self.begun.discard(layer)
+            self.cv.wait_for(lambda: layer in self.done)
+            out = self.done.pop(layer)
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    def close(self) -> None:
+        """Stop handing out layers and wait for the draws in flight: no worker outlives the
+        step (a later fork copies no busy thread)."""
+        with self.cv:
+            self.closed = True
+            self.cv.notify_all()
+        for thread in self.threads:
+            thread.join()
 
 
 class RoutingAhead:
-    """A ``Route`` (:data:`moesim.step.plan.Route`) for ``spec`` whose MoE layers route ahead
-    (module docstring); a context manager that cancels what was not asked for on exit."""
+    """A ``Route`` (:data:`moesim.step.plan.Route`) for ``spec`` whose MoE layers are drawn
+    ahead (module docstring); a context manager that stops the workers on exit."""
 
     def __init__(self, spec: StepSpec, draws: int | None = None,
                  threads: int | None = None) -> None:
@@ -51,29 +118,24 @@ class RoutingAhead:
         self.spec = spec
         self.source = {layer: moe[k % draws] if draws else layer for k, layer in enumerate(moe)}
         self.drawn: dict[int, RoutingResult] = {}
-        self.ahead: dict[int, Future[RoutingResult]] = {}
-        self.pool: ThreadPoolExecutor | None = None
         workers = routing_threads() if threads is None else threads
         firsts = list(dict.fromkeys(self.source.values()))
-        if workers > 1 and len(firsts) > 1:
-            self.pool = ThreadPoolExecutor(workers, thread_name_prefix="moesim-routing")
-            self.ahead = {layer: self.pool.submit(route_layer, spec, layer) for layer in firsts}
+        self.ahead = _DrawAhead(spec, firsts, workers) if workers > 0 and firsts else None
 
     def __call__(self, spec: StepSpec, layer: int) -> RoutingResult:
         first = self.source.get(layer, layer)
         if first not in self.drawn:
-            future = self.ahead.pop(first, None)
-            if future is None or spec is not self.spec:
-                self.drawn[first] = route_layer(spec, first)
-            else:
-                self.drawn[first] = future.result()
+            drawn = (self.ahead.take(first) if self.ahead is not None and spec is self.spec
+                     else None)
+            self.drawn[first] = (route_layer(spec, first) if drawn is None
+                                 else count_layer(spec, drawn))
         return self.drawn[first]
 
     def cancel(self) -> None:
-        """Drop the routings not started yet (an error ended the step early) and wait for
-        those in flight: no worker outlives the step (a later fork copies no busy thread)."""
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+        """Draw no more layers (an error ended the step early, or it is done) and wait for
+        those in flight."""
+        if self.ahead is not None:
+            self.ahead.close()
 
     def __enter__(self) -> RoutingAhead:
         return self
