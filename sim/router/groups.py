@@ -73,12 +73,13 @@ class _GroupDrawer:
 
 def group_limited_columns(
     p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator, *, n_group: int,
-    topk_group: int,
+    topk_group: int, first: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``sample_group_limited`` in column-major form: [top_k, n_tokens] of sampling.index_type."""
+    """``sample_group_limited`` in column-major form: [top_k, n_tokens] of sampling.index_type.
+    ``first`` (n_group 1 only): the first round, drawn by ``sampling.topk_first``."""
     p = np.asarray(p, dtype=np.float64)
     if n_group == 1:
-        return topk_columns(p, n_tokens, top_k, rng)
+        return topk_columns(p, n_tokens, top_k, rng, first)
     group_mass = p.reshape(n_group, -1).sum(axis=1)
     groups = topk_columns(group_mass, n_tokens, topk_group, rng)
     drawer = _GroupDrawer(p, groups, n_group, rng)

@@ -39,6 +39,7 @@ from moesim.router.placement import place_experts
 from moesim.router.popularity import layer_popularity, popularity_model
 from moesim.router.redundant import check_redundant, replicate_hot_experts
 from moesim.router.result import RoutingResult
+from moesim.router.sampling import topk_first
 from moesim.router.streams import TAG_TOKENS, check_index, stream
 
 
@@ -89,14 +90,25 @@ def _balanced_columns(n_tokens: int, top_k: int, n_experts: int) -> np.ndarray:
 
 def _assign_columns(
     cfg: RouterConfig, p: np.ndarray, *, tokens_per_rank: int, n_ranks: int, top_k: int,
-    seed: int, layer: int, microbatch: int, step: int, n_group: int, topk_group: int,
+    rng: np.random.Generator | None, n_group: int, topk_group: int,
+    first: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Assignments column-major: int32 [top_k, n_ranks * tokens_per_rank] (rank-major tokens)."""
+    """Assignments column-major: [top_k, n_ranks * tokens_per_rank] (rank-major tokens),
+    int32 or (sampled) :func:`moesim.router.sampling.index_type`; ``rng``: the layer's token
+    stream (None: not sampled), past ``first`` (the first round drawn ahead) if given."""
     n_tokens = n_ranks * tokens_per_rank
-    if not popularity_model(cfg.kind).sampled:
+    if rng is None or not popularity_model(cfg.kind).sampled:
         return _balanced_columns(n_tokens, top_k, p.size)
-    rng = stream(seed, TAG_TOKENS, layer, microbatch, step)
-    return group_limited_columns(p, n_tokens, top_k, rng, n_group=n_group, topk_group=topk_group)
+    return group_limited_columns(p, n_tokens, top_k, rng, n_group=n_group, topk_group=topk_group,
+                                 first=first)
+
+
+def _token_stream(cfg: RouterConfig, seed: int, layer: int, microbatch: int,
+                  step: int) -> np.random.Generator | None:
+    """The layer's token-sampling stream; None for a popularity that is not sampled."""
+    if not popularity_model(cfg.kind).sampled:
+        return None
+    return stream(seed, TAG_TOKENS, layer, microbatch, step)
 
 
 def assign_experts(
@@ -109,8 +121,8 @@ def assign_experts(
     p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
                     step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
     columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
-                              top_k=top_k, seed=seed, layer=layer, microbatch=microbatch,
-                              step=step, n_group=n_group, topk_group=topk_group)
+                              top_k=top_k, rng=_token_stream(cfg, seed, layer, microbatch, step),
+                              n_group=n_group, topk_group=topk_group)
     return np.ascontiguousarray(columns.T, dtype=np.int64).reshape(n_ranks, tokens_per_rank, top_k)
 
 
@@ -136,20 +148,30 @@ def capacity_per_expert(capacity_factor: float, tokens_per_rank: int, top_k: int
 
 @dataclass(frozen=True, eq=False)
 class Draw:
-    """One layer's sampled assignments, before they are counted (:func:`draw_tokens`): the
-    expensive, mostly GIL-free half of :func:`route_tokens`, so a worker thread can draw the
-    next layers while :func:`count_tokens` counts this one."""
+    """One layer's random draws ahead of counting (:func:`draw_tokens`): its popularity and
+    the first round of token candidates, most of a layer's random numbers, drawn in one numpy
+    call that runs without the GIL, so a worker thread can draw the next layers while
+    :func:`count_tokens` finishes and counts this one. Immutable: counting starts from a copy
+    of the stream's state."""
 
     cfg: RouterConfig
-    tokens_per_rank: int
-    n_ranks: int
-    n_experts: int
-    top_k: int
+    shape: tuple[int, int, int, int, int, int]
+    """(tokens_per_rank, n_ranks, n_experts, top_k, n_group, topk_group)."""
     popularity: np.ndarray
     """float64 [n_experts]: the layer's expert popularity."""
-    columns: np.ndarray
-    """[top_k, n_ranks * tokens_per_rank] (rank-major tokens): each token's experts in
-    choice order (:func:`moesim.router.sampling.index_type`)."""
+    stream_state: dict[str, object] | None
+    """The token stream's bit-generator state past ``first`` (None: not sampled)."""
+    first: np.ndarray | None
+    """The first round of candidates (:func:`moesim.router.sampling.topk_first`), or None
+    (group-limited routing, a raced layer, or not sampled)."""
+
+    def stream(self) -> np.random.Generator | None:
+        """A generator at ``stream_state`` (a new one on every call)."""
+        if self.stream_state is None:
+            return None
+        bits = np.random.PCG64(0)  # seeded: its state is replaced (no OS entropy read)
+        bits.state = self.stream_state
+        return np.random.Generator(bits)
 
 
 def draw_tokens(
@@ -157,16 +179,17 @@ def draw_tokens(
     seed: int, layer: int, microbatch: int = 0, step: int = 0, n_group: int = 1,
     topk_group: int = 1,
 ) -> Draw:
-    """The sampling half of :func:`route_tokens` (same arguments but ``ranks_per_node``):
-    validates them, draws the layer's popularity and every token's experts."""
+    """The drawing half of :func:`route_tokens` (same arguments but ``ranks_per_node``):
+    validates them, draws the popularity and the first round of candidates."""
     p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
                     step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
     place_experts(cfg.placement, n_experts, n_ranks)
     check_redundant(cfg.redundant_experts, n_experts=n_experts, n_ranks=n_ranks)
-    columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
-                              top_k=top_k, seed=seed, layer=layer, microbatch=microbatch,
-                              step=step, n_group=n_group, topk_group=topk_group)
-    return Draw(cfg, tokens_per_rank, n_ranks, n_experts, top_k, p, columns)
+    rng = _token_stream(cfg, seed, layer, microbatch, step)
+    first = (topk_first(p, n_ranks * tokens_per_rank, top_k, rng)
+             if rng is not None and n_group == 1 else None)
+    return Draw(cfg, (tokens_per_rank, n_ranks, n_experts, top_k, n_group, topk_group), p,
+                None if rng is None else rng.bit_generator.state, first)
 
 
 def route_tokens(
@@ -187,11 +210,13 @@ def route_tokens(
 
 
 def count_tokens(drawn: Draw, *, ranks_per_node: int = 0) -> RoutingResult:
-    """The counting half of :func:`route_tokens`: capacity, per-rank sizes and dedup of the
-    assignments ``drawn``."""
-    cfg, p, columns = drawn.cfg, drawn.popularity, drawn.columns
-    tokens_per_rank, n_ranks, n_experts = drawn.tokens_per_rank, drawn.n_ranks, drawn.n_experts
-    top_k = drawn.top_k
+    """The counting half of :func:`route_tokens`: every token's experts (from ``drawn``'s
+    first round on), the capacity cut, per-rank sizes and dedup."""
+    cfg, p = drawn.cfg, drawn.popularity
+    tokens_per_rank, n_ranks, n_experts, top_k, n_group, topk_group = drawn.shape
+    columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
+                              top_k=top_k, rng=drawn.stream(), n_group=n_group,
+                              topk_group=topk_group, first=drawn.first)
     expert_to_rank = place_experts(cfg.placement, n_experts, n_ranks)
     wanted = pair_counts(columns, tokens_per_rank, n_ranks, n_experts)
     keep = None

@@ -154,17 +154,18 @@ def index_type(n_values: int) -> type[np.signedinteger]:
 
 def distinct_columns(
     p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator, *, m: int,
-    draw: Drawer, allowed: Allowed | None = None,
+    draw: Drawer, allowed: Allowed | None = None, first: np.ndarray | None = None,
 ) -> np.ndarray:
     """Core sampler: [top_k, n_tokens] of :func:`index_type` (p.size), each column the first
     top_k distinct candidates of ``draw`` (m per round, then the race). ``draw`` and
-    ``allowed`` describe the same law."""
+    ``allowed`` describe the same law; ``first``: the first round, drawn already."""
     rows = np.arange(n_tokens)
     kind = index_type(p.size)
     if _race_is_cheaper(m, top_k, p.size):
         state = _Chosen(n_tokens, top_k, kind=kind)
     else:
-        state = fresh_absorb(draw(rows, m).astype(kind, copy=False), top_k)
+        cand = draw(rows, m) if first is None else first
+        state = fresh_absorb(cand.astype(kind, copy=False), top_k)
         rows = rows[state.found < top_k]
         for _round in range(EXTRA_ROUNDS):
             if rows.size == 0:
@@ -177,15 +178,30 @@ def distinct_columns(
     return state.chosen
 
 
-def topk_columns(p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator) -> np.ndarray:
-    """``sample_topk`` in column-major form: [top_k, n_tokens] of :func:`index_type`."""
+def topk_first(p: np.ndarray, n_tokens: int, top_k: int,
+               rng: np.random.Generator) -> np.ndarray | None:
+    """The first round of :func:`topk_columns`' candidates ([m, n_tokens] of
+    :func:`index_type`), drawn from ``rng`` as it would draw them; None when it races every
+    row instead. One numpy call that runs without the GIL: a worker thread can draw it ahead."""
+    p = np.asarray(p, dtype=np.float64)
+    m = draws_needed(p, top_k)
+    if _race_is_cheaper(m, top_k, p.size):
+        return None
+    return draw_alias(alias_table(p), rng, (m, n_tokens)).astype(index_type(p.size), copy=False)
+
+
+def topk_columns(p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator,
+                 first: np.ndarray | None = None) -> np.ndarray:
+    """``sample_topk`` in column-major form: [top_k, n_tokens] of :func:`index_type`.
+    ``first``: the first round as :func:`topk_first` drew it from ``rng`` (``rng`` past it)."""
     p = np.asarray(p, dtype=np.float64)
     table = alias_table(p)
 
     def draw(rows: np.ndarray, m: int) -> np.ndarray:
         return draw_alias(table, rng, (m, rows.size))
 
-    return distinct_columns(p, n_tokens, top_k, rng, m=draws_needed(p, top_k), draw=draw)
+    m = draws_needed(p, top_k) if first is None else first.shape[0]
+    return distinct_columns(p, n_tokens, top_k, rng, m=m, draw=draw, first=first)
 
 
 def sample_topk(p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator) -> np.ndarray:
