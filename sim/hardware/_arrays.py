@@ -28,7 +28,9 @@ def dim(field: str, value: ArrayLike) -> FloatArray:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise ConfigError(field, f"must be a number or array of numbers, got {value!r}") from None
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+    # min / max: NaN propagates into both, so this is "all finite and >= 0" in two C calls
+    # (np.all / np.any go through Python wrappers: ~5x the time for the small arrays here)
+    if arr.size and not (arr.min() >= 0 and math.isfinite(arr.max())):
         raise ConfigError(field, f"must be finite and >= 0, got {value!r}")
     return arr
 
