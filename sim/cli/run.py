@@ -40,8 +40,6 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
     critical path (full) was read from, and in group mode the timeline `moesim plot` draws."""
     from moesim.cli.plot import write_run_files, write_step_run
     from moesim.errors import ConfigError
-    from moesim.export.cli import write_exports
-    from moesim.export.record import run_recorded
     from moesim.io import write_atomic
     from moesim.results.summary import record_text
     from moesim.runner.run import run_scenario, step_result
@@ -79,11 +77,15 @@ def run(scenario: str, mode: str | None, microbatches: int | None, seed: int | N
         bar = Bar(f"{label} ({mode})", "backward pass", quiet)
         with bar, watching(bar if bar.enabled else None, bin_links=bool(trace_path)):
             if trace_path or chakra_dir:
+                from moesim.export.record import run_recorded  # only with --trace / --chakra
+
                 step, spans = run_recorded(spec, mode, scn.name)
                 res = step_result(scn, mode, step)
             else:
                 res = run_scenario(scn, mode)
     if not isinstance(spec, GroupSpec) and (trace_path or chakra_dir):
+        from moesim.export.cli import write_exports  # Chrome / Chakra writers: only then
+
         write_exports(spans, res.to_dict(), trace_path, chakra_dir)
     if notice.getvalue():
         click.echo(notice.getvalue().rstrip("\n"), err=True)
