@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from moesim.router.alias import alias_table, draws_needed
-from moesim.router.sampling import distinct_columns, topk_columns
+from moesim.router.sampling import FirstRound, distinct_columns, topk_columns
 
 SIZING_ROWS = 16
 """Tokens whose restricted popularity sizes the candidate batch (their median need)."""
@@ -73,7 +73,7 @@ class _GroupDrawer:
 
 def group_limited_columns(
     p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator, *, n_group: int,
-    topk_group: int, first: np.ndarray | None = None,
+    topk_group: int, first: FirstRound | None = None,
 ) -> np.ndarray:
     """``sample_group_limited`` in column-major form: [top_k, n_tokens] of sampling.index_type.
     ``first`` (n_group 1 only): the first round, drawn by ``sampling.topk_first``."""

@@ -39,7 +39,7 @@ from moesim.router.placement import place_experts
 from moesim.router.popularity import layer_popularity, popularity_model
 from moesim.router.redundant import check_redundant, replicate_hot_experts
 from moesim.router.result import RoutingResult
-from moesim.router.sampling import topk_first
+from moesim.router.sampling import FirstRound, topk_first
 from moesim.router.streams import TAG_TOKENS, check_index, stream
 
 
@@ -91,7 +91,7 @@ def _balanced_columns(n_tokens: int, top_k: int, n_experts: int) -> np.ndarray:
 def _assign_columns(
     cfg: RouterConfig, p: np.ndarray, *, tokens_per_rank: int, n_ranks: int, top_k: int,
     rng: np.random.Generator | None, n_group: int, topk_group: int,
-    first: np.ndarray | None = None,
+    first: FirstRound | None = None,
 ) -> np.ndarray:
     """Assignments column-major: [top_k, n_ranks * tokens_per_rank] (rank-major tokens),
     int32 or (sampled) :func:`moesim.router.sampling.index_type`; ``rng``: the layer's token
@@ -161,7 +161,7 @@ class Draw:
     """float64 [n_experts]: the layer's expert popularity."""
     stream_state: dict[str, object] | None
     """The token stream's bit-generator state past ``first`` (None: not sampled)."""
-    first: np.ndarray | None
+    first: FirstRound | None
     """The first round of candidates (:func:`moesim.router.sampling.topk_first`), or None
     (group-limited routing, a raced layer, or not sampled)."""
 

@@ -22,6 +22,7 @@ row-major view.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -80,18 +81,18 @@ def _clean_head(cand_t: np.ndarray, k: int) -> np.ndarray:
     return clean
 
 
-def fresh_absorb(cand_t: np.ndarray, k: int) -> _Chosen:
+def fresh_absorb(cand_t: np.ndarray, k: int, clean: np.ndarray | None = None) -> _Chosen:
     """A new :class:`_Chosen` of ``cand_t.shape[1]`` rows fed ``cand_t`` [m, rows]: the same
     state as ``_Chosen(rows, k).absorb(all rows, cand_t)``, faster when most rows draw k
     distinct experts first (they take their first k candidates as they are; the others go
     through ``absorb``). The state's ``chosen`` is ``cand_t[:k]``, overwritten in place (of
-    ``cand_t``'s type)."""
+    ``cand_t``'s type). ``clean``: :func:`_clean_head` of ``cand_t``, if known."""
     m, rows = cand_t.shape
     if m < k:
         state = _Chosen(rows, k, kind=cand_t.dtype.type)
         state.absorb(np.arange(rows), cand_t)
         return state
-    clean = _clean_head(cand_t, k)
+    clean = _clean_head(cand_t, k) if clean is None else clean
     state = _Chosen(rows, k, cand_t[:k], np.full(rows, k, dtype=np.int32))
     rest = np.flatnonzero(~clean)
     if rest.size:
@@ -154,7 +155,7 @@ def index_type(n_values: int) -> type[np.signedinteger]:
 
 def distinct_columns(
     p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator, *, m: int,
-    draw: Drawer, allowed: Allowed | None = None, first: np.ndarray | None = None,
+    draw: Drawer, allowed: Allowed | None = None, first: FirstRound | None = None,
 ) -> np.ndarray:
     """Core sampler: [top_k, n_tokens] of :func:`index_type` (p.size), each column the first
     top_k distinct candidates of ``draw`` (m per round, then the race). ``draw`` and
@@ -164,8 +165,10 @@ def distinct_columns(
     if _race_is_cheaper(m, top_k, p.size):
         state = _Chosen(n_tokens, top_k, kind=kind)
     else:
-        cand = draw(rows, m) if first is None else first
-        state = fresh_absorb(cand.astype(kind, copy=False), top_k)
+        if first is None:
+            state = fresh_absorb(draw(rows, m).astype(kind, copy=False), top_k)
+        else:
+            state = fresh_absorb(first.candidates.astype(kind, copy=False), top_k, first.clean)
         rows = rows[state.found < top_k]
         for _round in range(EXTRA_ROUNDS):
             if rows.size == 0:
@@ -178,20 +181,31 @@ def distinct_columns(
     return state.chosen
 
 
+class FirstRound(NamedTuple):
+    """The first round of :func:`topk_columns`' candidates, drawn ahead (:func:`topk_first`)."""
+
+    candidates: np.ndarray
+    """[m, n_tokens] of :func:`index_type`: m candidates per token, in draw order."""
+    clean: np.ndarray | None
+    """bool [n_tokens]: :func:`_clean_head` of the candidates (None when m < top_k)."""
+
+
 def topk_first(p: np.ndarray, n_tokens: int, top_k: int,
-               rng: np.random.Generator) -> np.ndarray | None:
-    """The first round of :func:`topk_columns`' candidates ([m, n_tokens] of
-    :func:`index_type`), drawn from ``rng`` as it would draw them; None when it races every
-    row instead. One numpy call that runs without the GIL: a worker thread can draw it ahead."""
+               rng: np.random.Generator) -> FirstRound | None:
+    """The first round of :func:`topk_columns`' candidates, drawn from ``rng`` as it would
+    draw them, and which tokens take their first top_k as they are; None when it races every
+    row instead. Mostly one numpy call that runs without the GIL (then element-wise passes
+    that release it): a worker thread can draw it ahead."""
     p = np.asarray(p, dtype=np.float64)
     m = draws_needed(p, top_k)
     if _race_is_cheaper(m, top_k, p.size):
         return None
-    return draw_alias(alias_table(p), rng, (m, n_tokens)).astype(index_type(p.size), copy=False)
+    cand = draw_alias(alias_table(p), rng, (m, n_tokens)).astype(index_type(p.size), copy=False)
+    return FirstRound(cand, _clean_head(cand, top_k) if m >= top_k else None)
 
 
 def topk_columns(p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Generator,
-                 first: np.ndarray | None = None) -> np.ndarray:
+                 first: FirstRound | None = None) -> np.ndarray:
     """``sample_topk`` in column-major form: [top_k, n_tokens] of :func:`index_type`.
     ``first``: the first round as :func:`topk_first` drew it from ``rng`` (``rng`` past it)."""
     p = np.asarray(p, dtype=np.float64)
@@ -200,7 +214,7 @@ def topk_columns(p: np.ndarray, n_tokens: int, top_k: int, rng: np.random.Genera
     def draw(rows: np.ndarray, m: int) -> np.ndarray:
         return draw_alias(table, rng, (m, rows.size))
 
-    m = draws_needed(p, top_k) if first is None else first.shape[0]
+    m = draws_needed(p, top_k) if first is None else first.candidates.shape[0]
     return distinct_columns(p, n_tokens, top_k, rng, m=m, draw=draw, first=first)
 
 
