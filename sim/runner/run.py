@@ -13,7 +13,6 @@ from dataclasses import replace
 from typing import Any
 
 from moesim.results.result import Result
-from moesim.runner.group_run import run_group
 from moesim.runner.specs import spec_for
 from moesim.scenario.schema import GroupSpec
 from moesim.scenario.spec import Scenario
@@ -30,6 +29,8 @@ def run_scenario(scn: Scenario, mode: str | None = None, seed: int | None = None
     spec = spec_for(scn, mode)
     setting = scenario_setting(scn, mode)
     if isinstance(spec, GroupSpec):
+        from moesim.runner.group_run import run_group  # group mode's machinery: only then
+
         return run_group(spec, setting, timeline)
     return step_result(scn, mode, run_step(spec, mode=mode))
 

@@ -29,12 +29,14 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from moesim.errors import ConfigError
-from moesim.step.critical import CriticalPath, critical_path
 from moesim.step.spec import StepSpec
 from moesim.step.state import StepState
+
+if TYPE_CHECKING:  # the critical-path walk (10 modules) is imported by full mode when it walks
+    from moesim.step.critical import CriticalPath
 
 FAST_PHASES = ("auto", "estimate", "fabric")
 """How fast mode times what spans replicas (:class:`Fast`)."""
@@ -74,6 +76,8 @@ class Full:
             return simulate_step(spec), list(range(spec.layout.world_size))
 
     def critical(self, st: StepState) -> CriticalPath | None:
+        from moesim.step.critical import critical_path
+
         return critical_path(st)
 
 

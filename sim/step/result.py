@@ -14,14 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from moesim.model import training_flops
-from moesim.step.critical import CriticalPath
 from moesim.step.spec import StepSpec
 from moesim.step.state import CATEGORIES, StepState
+
+if TYPE_CHECKING:  # full mode's critical path: its walk is imported only where one is walked
+    from moesim.step.critical import CriticalPath
 
 
 @dataclass(frozen=True)
