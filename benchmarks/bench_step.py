@@ -58,6 +58,10 @@ runs made back to back, not across the notes below.
   (``--routing-threads 2``): 0.95x the wall at 1.15x the CPU, idle (off by default);
   benchmarks/README.md.
   ``--pyc`` times with a bytecode cache (this machine sets PYTHONDONTWRITEBYTECODE=1).
+* whole ``moesim step``, session 15 (2026-12-04 00:0x, under ``chrt -f 1`` because the machine
+  was loaded all session; 3 interleaved rounds): main 28ee7c1 4.13-4.56 s wall; int16
+  candidates, one worker drawing layers ahead, 147 instead of 169 modules imported: 3.12-3.22 s
+  (0.74x), 188-198 MB peak; benchmarks/README.md.
 * ``--shape simai --routing-draws 0``, 9,216 GPUs (dp 384, 24 micro-batches, 96 layers),
   14:55 at load ~10: median of 3 23.78 s wall, step 6.097 s, max RSS 142 MB; 15:17 at load
   ~7: 14.34 s wall, 7.43 s CPU. Its time is the SimPy run and the interleaved schedule's
