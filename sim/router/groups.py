@@ -80,6 +80,8 @@ def group_limited_columns(
     p = np.asarray(p, dtype=np.float64)
     if n_group == 1:
         return topk_columns(p, n_tokens, top_k, rng, first)
+    if first is not None:
+        raise ValueError("a first round drawn ahead is for n_group = 1 only")
     group_mass = p.reshape(n_group, -1).sum(axis=1)
     groups = topk_columns(group_mass, n_tokens, topk_group, rng)
     drawer = _GroupDrawer(p, groups, n_group, rng)
