@@ -5,6 +5,7 @@ layers ahead, and an error surfaces where a serial run's would."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import numpy as np
@@ -93,3 +94,18 @@ def test_layers_asked_out_of_order_are_routed_in_the_caller() -> None:
     for layer, routing in got.items():
         for a, b in zip(_arrays(routing), _arrays(route_layer(spec, layer)), strict=True):
             assert np.array_equal(a, b)
+
+
+def _workers_in_child(_: int) -> int:
+    return routing_ahead.routing_threads()
+
+
+def test_no_worker_thread_inside_a_pool_process() -> None:
+    """A pool's worker processes (design, sweep, validate) already use the cores: they draw
+    their layers in the calling thread; the parent keeps its worker (2+ cores)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(_workers_in_child, [0]) == [0]
+    assert routing_ahead.routing_threads() == min(routing_ahead.ROUTING_THREADS,
+                                                  len(os.sched_getaffinity(0)) - 1)

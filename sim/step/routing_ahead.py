@@ -22,6 +22,7 @@ benchmarks/README.md.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from types import TracebackType
 
@@ -39,7 +40,11 @@ EP64 x 4096 tokens x top-8)."""
 
 def routing_threads() -> int:
     """Workers for :class:`RoutingAhead`: ``ROUTING_THREADS``, at most the usable cores less
-    the calling thread's (none on one core)."""
+    the calling thread's (none on one core), and none in a worker process of a pool (design,
+    sweep, validate: their processes already use the cores)."""
+    mp = sys.modules.get("multiprocessing")  # imported by any pool; not imported here for this
+    if mp is not None and mp.parent_process() is not None:
+        return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(0, min(ROUTING_THREADS, (cores or 1) - 1))
 
