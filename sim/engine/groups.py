@@ -62,7 +62,7 @@ class CompletionGroups(Columns):
         """Flows ``ids`` of groups ``groups`` (-1: none) arrive at ``finish_s``; fire every
         group whose last flow this was."""
         if ids.size == 1:  # one flow (a ring chunk, a send): no sorting
-            self._arrive_one(int(ids[0]), int(groups[0]), float(finish_s[0]))
+            self.arrive_one(int(ids[0]), int(groups[0]), float(finish_s[0]))
             return
         mine = groups >= 0
         ids, groups, finish = ids[mine], groups[mine], finish_s[mine]
@@ -79,7 +79,7 @@ class CompletionGroups(Columns):
         for gid in g_last[gc["left"][g_last] == 0].tolist():
             self._fire(gid)
 
-    def _arrive_one(self, fid: int, gid: int, finish_s: float) -> None:
+    def arrive_one(self, fid: int, gid: int, finish_s: float) -> None:
         """:meth:`arrive` of one flow."""
         if gid < 0:
             return
