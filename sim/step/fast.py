@@ -221,7 +221,7 @@ class FastState(StepState):
             fused = self.layer_groups[key] = FusedLayer(self, groups, layer, mb, backward)
         local = int(np.searchsorted(fused.g.members, rank))
         fused.start_rank(local)
-        if fused._started.all():
+        if not fused.waiting:
             del self.layer_groups[key]
         return fused.rank_done[local]
 

@@ -186,10 +186,12 @@ class FusedLayer(RankStarted):
         self.rank_done: list[simpy.Event] = [st.env.event() for _ in range(n)]
         self._init_ranks(n)
         self._start_s = np.zeros(n)
+        self.waiting = n  # members yet to start
 
     def _on_start(self, local: int) -> None:
         self._start_s[local] = self.st.env.now
-        if self._started.all():
+        self.waiting -= 1
+        if not self.waiting:
             self._finish()
 
     def _finish(self) -> None:
@@ -201,11 +203,8 @@ class FusedLayer(RankStarted):
         for local, rank in enumerate(self.g.members.tolist()):
             st.ledger[rank] += book[local]
             event, end_s = self.rank_done[local], float(ends[local])
-
-            def fire(_: simpy.Event, e: simpy.Event = event, v: float = end_s) -> None:
-                e.succeed(v)
-
-            st.env.timeout(max(end_s - now, 0.0)).callbacks.append(fire)
+            event._ok, event._value = True, end_s  # it succeeds at end_s: one event, not two
+            st.env.schedule(event, simpy.events.NORMAL, max(end_s - now, 0.0))
 
 
 class LayerTimes:
