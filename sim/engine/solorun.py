@@ -192,7 +192,8 @@ class SoloFlows:
         self.flows.col["rem_bytes"][fid] = 0.0
         self._flows_on[solo.hops] -= 1
         self._complete(np.array([fid]), np.array([solo.drain_s]))
-        self._sample(now, solo.hops)
+        if self.stats.record_timeline:  # else no peak can rise: its links lost load and a flow
+            self.stats.sample(now, self._sampled_load(), self._flows_on)
         if idle:
             self._gen += 1
         if self._observers:
