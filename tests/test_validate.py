@@ -89,11 +89,12 @@ def test_mixtral_step_simulated(results: dict[str, CaseResult]) -> None:
 def test_training_cost_is_gpu_hours_per_trillion_tokens(results: dict[str, CaseResult]
                                                         ) -> None:
     """DeepSeek-V3: step time x 2048 GPUs over the 15360 x 4096 tokens of a step, per 1e12."""
-    from moesim.validate.step import simulate_gpu_hours
+    from moesim.validate.step import _run_scenario, simulate_gpu_hours
 
     r = results[COST]
+    misses = _run_scenario.cache_info().misses
     hours, step = simulate_gpu_hours("deepseek-v3-2048xh800")
-    assert simulate_gpu_hours.cache_info().hits  # the fixture's run, not a second one
+    assert _run_scenario.cache_info().misses == misses  # the fixture's run, not a second one
     assert step.mode == "fast" and r.predicted == hours
     assert hours == pytest.approx(step.step_time_s * 2048 / 3600 * 1e12 / (15360 * 4096))
     assert "MTP" in r.detail  # what is not modelled stays in the record
