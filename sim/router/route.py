@@ -20,7 +20,9 @@ the replicas are extra expert columns of the result, so the per-rank sizes and l
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -159,7 +161,7 @@ class Draw:
     """(tokens_per_rank, n_ranks, n_experts, top_k, n_group, topk_group)."""
     popularity: np.ndarray
     """float64 [n_experts]: the layer's expert popularity."""
-    stream_state: dict[str, object] | None
+    stream_state: Mapping[str, Any] | None
     """The token stream's bit-generator state past ``first`` (None: not sampled)."""
     first: FirstRound | None
     """The first round of candidates (:func:`moesim.router.sampling.topk_first`), or None
@@ -170,7 +172,7 @@ class Draw:
         if self.stream_state is None:
             return None
         bits = np.random.PCG64(0)  # seeded: its state is replaced (no OS entropy read)
-        bits.state = self.stream_state
+        bits.state = dict(self.stream_state)  # type: ignore[assignment]  # numpy's TypedDict
         return np.random.Generator(bits)
 
 
