@@ -35,6 +35,7 @@ from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
 from moesim.scenario.schema import GroupSpec, GroupWorkload, Placement, Setting
 from moesim.workload.costs import WIRE_DTYPES
+from moesim.workload.dispatchers import get_dispatcher
 
 SCENARIO_VERSION = 2
 MODES = ("full", "fast", "group")
@@ -81,6 +82,7 @@ class Workload:
             if getattr(self, name) not in WIRE_DTYPES:
                 raise ConfigError(f"workload.{name}", f"unknown {getattr(self, name)!r}; "
                                   f"allowed: {', '.join(WIRE_DTYPES)}")
+        get_dispatcher(self.dispatcher, "workload.dispatcher")
 
     def microbatches(self, dp: int) -> int:
         """Micro-batches per pipeline: global_batch / (dp x micro_batch_size), whole."""

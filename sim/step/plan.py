@@ -37,7 +37,7 @@ from moesim.workload.costs import (
     kv_bytes_per_token,
     layer_costs,
 )
-from moesim.workload.deepep import hierarchical_tokens
+from moesim.workload.dispatchers import get_dispatcher
 from moesim.workload.moe_stack import WireFormat
 
 A2A_TRANSPOSED = ("combine", "dispatch_bwd")
@@ -140,23 +140,24 @@ def draw_layer(spec: StepSpec, layer: int) -> Draw:
 
 def count_layer(spec: StepSpec, drawn: Draw) -> RoutingResult:
     """The counting half of :func:`route_layer` (:func:`moesim.router.count_tokens`)."""
-    return count_tokens(
-        drawn, ranks_per_node=spec.ep_ranks_per_node() if spec.dispatcher == "deepep" else 0)
+    return count_tokens(drawn, ranks_per_node=spec.forward_ranks())
 
 
 def _a2a_tokens(spec: StepSpec, routing: RoutingResult) -> np.ndarray:
     """Tokens each EP rank sends each EP rank in a dispatch (``spec.dispatcher``)."""
-    if spec.dispatcher == "deepep":
-        return hierarchical_tokens(routing.rank_tokens_dedup, routing.node_tokens_dedup,
-                                   spec.ep_ranks_per_node())
-    return (routing.rank_tokens_dedup if spec.dedup else routing.rank_tokens).astype(float)
+    return get_dispatcher(spec.dispatcher).tokens(routing, dedup=spec.dedup,
+                                                  node_ranks=spec.forward_ranks())
 
 
 def _a2a_bytes(spec: StepSpec, routing: RoutingResult) -> dict[str, np.ndarray]:
+    """[sender, receiver] bytes of each all-to-all: dispatch-shaped phases carry the
+    dispatcher's per-message header (DeepEP low-latency's 16 bytes), the transposed ones not."""
     wire = WireFormat(spec.model.hidden_size, spec.dispatch_dtype, spec.combine_dtype)
     tokens = _a2a_tokens(spec, routing)
+    header = get_dispatcher(spec.dispatcher).header_bytes
     return {
-        ph: (tokens.T if ph in A2A_TRANSPOSED else tokens) * wire.per_token(ph)
+        ph: (tokens.T * wire.per_token(ph) if ph in A2A_TRANSPOSED
+             else tokens * (wire.per_token(ph) + header))
         for ph in ("dispatch", "combine", "combine_bwd", "dispatch_bwd")
     }
 

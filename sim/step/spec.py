@@ -22,6 +22,7 @@ from moesim.scenario.schema import FabricSpec
 from moesim.schedule import build_schedule
 from moesim.schedule.ops import ScheduleOps
 from moesim.workload.costs import WIRE_DTYPES
+from moesim.workload.dispatchers import DISPATCHER_NAMES, get_dispatcher
 
 COMPUTE_DTYPES = tuple(PRECISIONS)
 """Precision of the decoder layers' GEMMs (forward, dgrad and wgrad), as users name it:
@@ -31,12 +32,15 @@ kernels left out). FP8 precisions run the GEMMs at the FP8 matmul rate, as in De
 mixed-precision training (technical report, arXiv:2412.19437, section 3.3.1), and charge their
 casts (:mod:`moesim.hardware.precision`); the attention core, the router, the embedding and
 the LM head stay BF16 there and here."""
-DISPATCHERS = ("alltoall", "deepep")
-"""How the MoE all-to-alls move tokens. ``alltoall``: one NCCL-style all-to-all between the EP
-ranks (Megatron's alltoall token dispatcher), a token once per destination rank with ``dedup``
-(else once per routed expert). ``deepep``: DeepEP's two legs, a token once per destination
-node over RDMA to its rail peer, which forwards it over NVLink
-(:mod:`moesim.workload.deepep`; a node is the GPU's NVLink domain, ``dedup`` implied)."""
+DISPATCHERS = DISPATCHER_NAMES
+"""How the MoE all-to-alls move tokens (:mod:`moesim.workload.dispatchers`). ``alltoall``: one
+NCCL-style all-to-all between the EP ranks (Megatron's alltoall token dispatcher), a token once
+per destination rank with ``dedup`` (else once per routed expert). ``deepep``: DeepEP's normal
+kernels, a token once per destination node (at most 8 EP ranks) over RDMA to its rail peer,
+which forwards it over NVLink. ``deepep-ll``: DeepEP's low-latency kernels, one copy per routed
+expert straight to its rank (NVLink inside the domain, RDMA across), ``dedup`` ignored.
+``hybridep``: NVIDIA's HybridEP, DeepEP's two legs with the whole NVLink domain as the node.
+The forwarding ones need the GPU's NVLink domains on the fabric and etp = 1."""
 GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 """Bytes per gradient element in the DP/EDP reduce-scatter. Megatron-LM reduces in fp32 by
 default: with ``--bf16`` and without ``--grad-reduce-in-bf16`` (default off) it sets
@@ -113,13 +117,12 @@ class StepSpec:
             if getattr(self, name) not in WIRE_DTYPES:
                 raise ConfigError(f"step.{name}", f"unknown {getattr(self, name)!r}; allowed: "
                                   + ", ".join(WIRE_DTYPES))
-        if self.dispatcher not in DISPATCHERS:
-            raise ConfigError("step.dispatcher", f"unknown {self.dispatcher!r}; allowed: "
-                              + ", ".join(DISPATCHERS))
-        if self.dispatcher == "deepep":
-            if self.layout.etp > 1:
-                raise ConfigError("step.dispatcher", "deepep is modelled with etp = 1 only")
-            self.ep_ranks_per_node()
+        dispatcher = get_dispatcher(self.dispatcher)
+        if dispatcher.name != "alltoall" and self.layout.etp > 1:
+            raise ConfigError("step.dispatcher", f"{dispatcher.name} is modelled with etp = 1 "
+                              "only")
+        if dispatcher.forwards:
+            self.forward_ranks()
         if self.recompute not in RECOMPUTES:
             raise ConfigError("step.recompute", f"unknown {self.recompute!r}; allowed: "
                               + ", ".join(RECOMPUTES))
@@ -141,20 +144,27 @@ class StepSpec:
         self.ops()  # schedule constraints (ConfigError from moesim.schedule)
 
     def ep_ranks_per_node(self) -> int:
-        """EP ranks of one EP group in one NVLink domain, at most ep; ``deepep`` needs it to
-        divide ep. EP groups live on the expert grid ETP x EP x EDP x PP (Megatron's expert
-        RankGenerator, folded onto the ranks separately from tp-cp-ep-dp-pp): EP ranks are
-        ``etp`` global ranks apart whatever tp and cp are, so a domain of 8 GPUs holds
-        8 / etp of them (ranks map onto GPUs in order). Counted from rank 0's EP group."""
+        """EP ranks of one EP group in one NVLink domain, at most ep; the forwarding
+        dispatchers need it to divide ep. EP groups live on the expert grid ETP x EP x EDP x PP
+        (Megatron's expert RankGenerator, folded onto the ranks separately from
+        tp-cp-ep-dp-pp): EP ranks are ``etp`` global ranks apart whatever tp and cp are, so a
+        domain of 8 GPUs holds 8 / etp of them (ranks map onto GPUs in order). Counted from
+        rank 0's EP group."""
         lay = self.layout
         domain = get_gpu(self.gpu).nvlink_domain
         members = np.asarray(lay.group_of("ep", 0)) // domain
         per_node = int(np.count_nonzero(members == members[0]))
         if lay.ep % per_node or np.any(np.bincount(members)[np.unique(members)] != per_node):
-            raise ConfigError("step.dispatcher", f"deepep needs whole NVLink domains per EP "
-                              f"group: {per_node} EP ranks per domain do not divide "
-                              f"ep={lay.ep}")
+            raise ConfigError("step.dispatcher", f"{self.dispatcher} needs whole NVLink "
+                              f"domains per EP group: {per_node} EP ranks per domain do not "
+                              f"divide ep={lay.ep}")
         return per_node
+
+    def forward_ranks(self) -> int:
+        """EP ranks per node of a forwarding dispatcher (its RDMA leg goes once per node of
+        that many consecutive EP ranks); 0 for the others."""
+        dispatcher = get_dispatcher(self.dispatcher)
+        return dispatcher.node_ranks(self.ep_ranks_per_node()) if dispatcher.forwards else 0
 
     def _check_sequence_split(self) -> None:
         """Sequence parallelism gives each TP rank seq/(tp*cp) tokens; Megatron's load-balanced
@@ -189,13 +199,14 @@ class StepSpec:
         return build_schedule(self.schedule, self.layout.pp, self.microbatches, self.layout.vpp)
 
     def check_fabric(self, n_gpus: int, nvlink_domain: int | None = None) -> None:
-        """ConfigError unless the fabric has a GPU for every rank and, for ``deepep``, NVLink
-        domains of the GPU preset's size (its nodes are what the dispatcher groups by)."""
+        """ConfigError unless the fabric has a GPU for every rank and, for a forwarding
+        dispatcher, NVLink domains of the GPU preset's size (its nodes are what the
+        dispatcher groups by)."""
         if self.layout.world_size > n_gpus:
             raise ConfigError("layout", f"world size {self.layout.world_size} needs more GPUs "
                               f"than fabric {self.fabric.preset!r} has ({n_gpus})")
         domain = get_gpu(self.gpu).nvlink_domain
-        if self.dispatcher == "deepep" and nvlink_domain not in (None, domain):
-            raise ConfigError("step.dispatcher", f"deepep groups ranks by {self.gpu} NVLink "
-                              f"domains of {domain}; fabric {self.fabric.preset!r} has "
+        if get_dispatcher(self.dispatcher).forwards and nvlink_domain not in (None, domain):
+            raise ConfigError("step.dispatcher", f"{self.dispatcher} groups ranks by {self.gpu} "
+                              f"NVLink domains of {domain}; fabric {self.fabric.preset!r} has "
                               f"{nvlink_domain}")
