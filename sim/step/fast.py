@@ -62,6 +62,7 @@ import simpy
 from moesim.collectives.alltoall import AllToAll
 from moesim.collectives.fused_ring import FusedRing, ring_edges
 from moesim.collectives.ring import RingCollective
+from moesim.engine.copies import CopiesRouter
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.errors import ConfigError
@@ -69,10 +70,12 @@ from moesim.fabric.build import build_table
 from moesim.fabric.subfabric import GraphIndex, MappedRouter
 from moesim.parallel.layout import ParallelLayout
 from moesim.schedule.ops import ScheduleOps
-from moesim.step.estimate import A2ATimer, RingPairs, RingTimer, stage_ring_timer, stage_wide_rings
+from moesim.step.estimate import A2ATimer, RingPairs, RingTimer
 from moesim.step.fast_routes import HostRoutesAhead, host_router
 from moesim.step.fused_layer import FusedLayer, LinkClock, NotAlone, StageGroups, sends_apart
 from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan
+from moesim.step.replicas import pipeline_router, plain_router
+from moesim.step.ringflows import RingFlows
 from moesim.step.routing_ahead import RoutingAhead
 from moesim.step.simulate import simulate_ranks
 from moesim.step.spec import StepSpec
@@ -122,7 +125,8 @@ class FastState(StepState):
     ring_edges: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict)  # TP / ETP group -> fused_ring.ring_edges
     a2a_timers: dict[int, A2ATimer] = field(default_factory=dict)
-    ring_timers: dict[int, RingTimer] = field(default_factory=dict)  # host, or -1 - stage
+    ring_timers: dict[int, RingTimer] = field(default_factory=dict)  # per host
+    ring_flows: RingFlows | None = None  # under ECMP (join_ring)
     host_routers: dict[int, MappedRouter] = field(default_factory=dict)
     host_rings: dict[int, RingPairs] = field(default_factory=dict)
     ahead: HostRoutesAhead | None = field(default=None, kw_only=True)  # fast_routes.py
@@ -169,7 +173,8 @@ class FastState(StepState):
             if timer is None:
                 host = self._host_router(rank)
                 # another rep rank's group on the host: the pipeline's sub-fabric holds them all
-                router: Router = host if (host.local_of[gpus] >= 0).all() else self.net.router
+                router: Router = (host if (host.local_of[gpus] >= 0).all()
+                                  else plain_router(self.net.router))
                 timer = A2ATimer(router, gpus)
             self.a2a_timers[key[0]] = timer
             offsets = self._offsets(layer, phase, gpus)
@@ -226,14 +231,16 @@ class FastState(StepState):
         return fused.rank_done[local]
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
-        """Every ``kind`` ring of ``rank``'s stage at once, timed over every ring edge of the
-        stage under ECMP, else over ``rank``'s host's (:func:`stage_wide_rings`)."""
-        wide = stage_wide_rings(self.index.spec)
-        key = -1 - self.coords[rank]["pp"] if wide else self.index.host_of(rank)
+        """Every ``kind`` ring of ``rank``'s stage at once: as flows beside the pipeline's
+        under ECMP (:class:`RingFlows`), else timed over ``rank``'s host's ring edges."""
+        if isinstance(self.net.router, CopiesRouter):  # ECMP: replicas.pipeline_router
+            if self.ring_flows is None:
+                self.ring_flows = RingFlows(self.net, self.spec.layout)
+            return self.ring_flows.join(kind, self.coords[rank]["pp"], item, size_bytes)
+        key = self.index.host_of(rank)
         if key not in self.ring_timers:
-            self.ring_timers[key] = stage_ring_timer(
-                self.env, self.index, self.spec.layout, -1 - key) if wide else RingTimer(
-                self.env, self._host_router(rank), self.host_rings[key])
+            self.ring_timers[key] = RingTimer(self.env, self._host_router(rank),
+                                              self.host_rings[key])
         return self.ring_timers[key].join(kind, item, size_bytes)
 
     def _host_router(self, rank: int) -> MappedRouter:
@@ -339,7 +346,7 @@ def _run(spec: StepSpec, route: Route, index: GraphIndex,
          ranks_router: tuple[list[int], Router, HostRoutesAhead], ops: ScheduleOps,
          fuse_moe: bool, rings: bool, layers: bool) -> tuple[FastState, list[int]]:
     ranks, router, ahead = ranks_router
-    net = FlowNetwork(simpy.Environment(), router,
+    net = FlowNetwork(simpy.Environment(), pipeline_router(index, spec.layout, ranks, router),
                       batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)
     st = FastState(spec, fast_plan(spec, route=route), ops, net,
                    *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe,

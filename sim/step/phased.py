@@ -43,12 +43,10 @@ import numpy as np
 import simpy
 
 from moesim.collectives.alltoall import AllToAll
-from moesim.engine.copies import CopiesRouter
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.fabric.spec import FabricSpec
 from moesim.fabric.subfabric import GraphIndex
-from moesim.parallel.layout import ParallelLayout
 from moesim.step.fast import (
     FastAllToAll,
     FastState,
@@ -60,6 +58,7 @@ from moesim.step.fast import (
 from moesim.step.groups import ring_group
 from moesim.step.phases import A2APhases, RingPhases, base_router
 from moesim.step.plan import LayerPlan
+from moesim.step.replicas import replica_router
 from moesim.step.ringjob import StageTail
 from moesim.step.simulate import simulate_ranks
 from moesim.step.spec import StepSpec
@@ -165,17 +164,6 @@ class PhasedState(FastState):
 def _charge(per: dict[str, float], link: str, wait_s: float) -> None:
     if link and wait_s > 0:
         per[link] = per.get(link, 0.0) + wait_s
-
-
-def replica_router(base: Router, lay: ParallelLayout, ranks: list[int]) -> CopiesRouter:
-    """Routes for the representative pipeline's flows, each standing for its copies in every
-    DP replica (:class:`CopiesRouter`: the rank with the same tp, cp and pp and dp = c)."""
-    members = np.array([[lay.dense_rank(tp=c["tp"], cp=c["cp"], dp=d, pp=c["pp"])
-                         for c in (lay.coords(r) for r in ranks)] for d in range(lay.dp)],
-                       dtype=np.int64)
-    endpoint_of = np.full(lay.world_size, -1, dtype=np.int64)
-    endpoint_of[ranks] = np.arange(len(ranks))
-    return CopiesRouter(base, members, endpoint_of)
 
 
 def simulate_phased(spec: StepSpec, routing_draws: int | None = None, *,
