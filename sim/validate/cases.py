@@ -67,6 +67,30 @@ DEEPEP_CASES: tuple[Case, ...] = tuple(
     for case in (_deepep(ep, "dispatch", disp, medium), _deepep(ep, "combine", comb, medium))
 )
 
+LL_SOURCE = ("deepseek-ai/DeepEP docs/legacy.md @0297fc80, V1 low-latency kernels on H800 + "
+             "CX7 400G (128 tokens, hidden 7168, top-8, FP8 dispatch, BF16 combine)")
+_LL_TABLE = ((8, 77.0, 114.0), (16, 118.0, 195.0), (32, 155.0, 273.0), (64, 173.0, 314.0),
+             (128, 192.0, 369.0), (256, 194.0, 360.0))
+"""(EP, dispatch latency us, combine latency us) of the low-latency table."""
+
+
+def _low_latency(ep: int, kernel: str, published_us: float) -> Case:
+    return Case(f"DeepEP low-latency EP{ep} {kernel}", "deepep_ll",
+                (("ep", ep), ("kernel", kernel)), published_us, "us (kernel time)",
+                KERNEL_TOLERANCE, LL_SOURCE, group="out_of_sample", scope="kernel", gpu="H800",
+                lower_is_faster=True,
+                tolerance_why="a kernel benchmark's run-to-run spread; no constant was chosen "
+                              "from these figures (link rates from NCCL and the V3 report)",
+                assumptions=("experts: the test's 288 where it divides EP, else 256 (they only "
+                             "place the uniform selections)",
+                             "the test's 10 masked selections of 1,024 per rank left out",
+                             "a rank's own selections charged to its NVLink port (loopback)"))
+
+
+LL_CASES: tuple[Case, ...] = tuple(
+    case for ep, disp, comb in _LL_TABLE
+    for case in (_low_latency(ep, "dispatch", disp), _low_latency(ep, "combine", comb)))
+
 _CONSISTENCY_TOLERANCE = 0.02
 _CONSISTENCY_WHY = ("consistency: the calibration constant is this number; 2% covers its "
                     "rounding and the flow machinery between the constant and the figure")
@@ -153,6 +177,6 @@ STEP_CASES: tuple[Case, ...] = (
                       "DualPipe simplified to one direction")),
 )
 
-CASES: tuple[Case, ...] = (DEEPEP_CASES + NCCL_CASES + PARAM_CASES + CHECKPOINT_CASES
+CASES: tuple[Case, ...] = (DEEPEP_CASES + LL_CASES + NCCL_CASES + PARAM_CASES + CHECKPOINT_CASES
                            + GEMM_CASES + STEP_CASES + BRIDGE_CASES + ZOO_CASES
                            + AMPERE_CASES)

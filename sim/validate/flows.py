@@ -82,12 +82,15 @@ def derated_fabric(graph: nx.DiGraph) -> Fabric:
     return fabric_from_graph(graph, {t: link_achievable_fraction(t, medium, gpu) for t in tiers})
 
 
-def run_flows(graph: nx.DiGraph, batch: FlowBatch, *, pxn: bool = False) -> FlowRun:
-    """Start ``batch`` at t = 0 on ``graph`` (derated); time until the last byte arrives."""
+def run_flows(graph: nx.DiGraph, batch: FlowBatch, *, pxn: bool = False,
+              batch_window_rel: float = 0.0) -> FlowRun:
+    """Start ``batch`` at t = 0 on ``graph`` (derated); time until the last byte arrives.
+    ``batch_window_rel`` > 0: the engine's finish batching (:mod:`moesim.engine.network`),
+    for batches of tens of thousands of flows; 0 (default): exact."""
     fabric = derated_fabric(graph)
     env = simpy.Environment()
     router = PxnRouter(fabric, mode="dmodk") if pxn else Router(fabric, mode="dmodk")
-    net = FlowNetwork(env, router, record_timeline=False)
+    net = FlowNetwork(env, router, batch_window_rel=batch_window_rel, record_timeline=False)
     keep = batch.size_bytes > 0
     gid, done = net.expect(int(np.count_nonzero(keep)))
     net.start(batch.src[keep], batch.dst[keep], batch.size_bytes[keep], gid)

@@ -15,6 +15,7 @@ from moesim.registry import Registry
 from moesim.validate.cases import Case
 from moesim.validate.checkpoint import checkpoint_elements, fp8_scale_elements
 from moesim.validate.deepep import DeepEPSetup, simulate_deepep
+from moesim.validate.deepep_ll import LowLatencySetup, simulate_low_latency
 from moesim.validate.nccl import simulate_alltoall
 from moesim.validate.step import (
     bridge_spec,
@@ -52,6 +53,18 @@ def _deepep(case: Case) -> Prediction:
               f"figure implies {implied} GB/s; "
               f"{res.bw_no_local_charge_GBps:.1f} GB/s if local copies were free")
     return res.bw_GBps, detail
+
+
+def _deepep_ll(case: Case) -> Prediction:
+    res = simulate_low_latency(LowLatencySetup(ep=int(str(case.arg("ep")))),
+                               str(case.arg("kernel")))
+    sides = ", ".join(f"{tier} {rate:.1f} GB/s ({util:.0%})" for tier, rate, util in res.busiest)
+    published_GBps = res.logical_bytes / (case.published * 1e-6) / 1e9
+    detail = (f"{res.bw_GBps:.1f} GB/s logical vs {published_GBps:.1f} published, "
+              f"{res.logical_bytes / 1e6:.2f} MB/rank; busiest link per tier: {sides}: "
+              f"{res.busiest[0][0]}-bound; {res.time_no_local_charge_s * 1e6:.1f} us if local "
+              "copies were free")
+    return res.time_s * 1e6, detail
 
 
 def _nccl(case: Case) -> Prediction:
@@ -106,7 +119,7 @@ def _step(case: Case) -> Prediction:
     return tflops, f"{step_detail(result)}; {case.note}"
 
 
-for _kind, _runner in (("deepep", _deepep), ("nccl_alltoall", _nccl), ("params", _params),
-                       ("checkpoint", _checkpoint), ("gemm", _gemm), ("step", _step),
-                       ("training_cost", _training_cost), ("bridge", _bridge)):
+for _kind, _runner in (("deepep", _deepep), ("deepep_ll", _deepep_ll), ("nccl_alltoall", _nccl),
+                       ("params", _params), ("checkpoint", _checkpoint), ("gemm", _gemm),
+                       ("step", _step), ("training_cost", _training_cost), ("bridge", _bridge)):
     register_runner(_kind, _runner)
