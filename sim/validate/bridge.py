@@ -18,8 +18,9 @@ stated; precision names map to moesim's (FP8-MX / MXFP8 -> ``mxfp8``, FP8-CS -> 
 BF16 -> ``bf16``). What it leaves open is a listed assumption of each case: the fabric (DGX
 SuperPOD reference: one 400 Gb/s CX7 NIC per GPU on a non-blocking rail-optimised fat tree),
 the token dispatcher (DeepEP on DGX-H100 and DGX-B200, as the Megatron-Bridge MoE hardware
-playbook states, ``skills/perf-techniques/moe-hardware-configs``; the GB200 row's HybridEP / NCCL
-EP is not modelled and runs the alltoall dispatcher), recompute (the memory plan's choice,
+playbook states, ``skills/perf-techniques/moe-hardware-configs``; HybridEP where the row's own
+preset states ``moe_flex_dispatcher_backend="hybridep"``: the GB200 Qwen3-30B row and the
+DeepSeek-V3 DGX-B200 row), recompute (the memory plan's choice,
 ``recompute: auto``), the multi-token-prediction module (not modelled) and the pipeline layout
 (moesim's even split; the recipes' custom layouts are not stated in the table).
 
@@ -76,22 +77,33 @@ DISPATCH_BF16 = ("dispatch in BF16 whatever the precision: Megatron-Core's flex 
                  "the grouped linear, after the all-to-all")
 
 
+QWEN3_PRESETS = ("NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen/"
+                 "qwen3_workload_base_configs.py @01b2977e")
+HYBRIDEP_PRESET = (f"dispatcher hybridep: the row's preset states moe_flex_dispatcher_backend "
+                   f"'hybridep' (QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1, {QWEN3_PRESETS}: "
+                   "EP8, MBS4, as the row); in one NVL72 rack every EP rank is in one NVLink "
+                   "domain: each token once per destination rank over NVLink")
+"""The dispatcher the DGX-GB200 Qwen3-30B row's own preset states."""
+
+
 def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int,
           layout: dict[str, int], tokens_per_gpu_s: float, source: str,
-          recipe: tuple[str, tuple[str, ...]] = ("auto", ())) -> Case:
+          recipe: tuple[str, tuple[str, ...]] = ("auto", ()), dispatcher: str = "") -> Case:
     """One table row; ``recipe`` = (the recompute the step runs, what the row's Megatron-Bridge
     preset states beyond the table): ``auto`` and nothing stated when no preset of the table's
-    version was read."""
+    version was read; ``dispatcher``: the one the row's preset states (hybridep), else DeepEP
+    (the playbook's)."""
     lay = " ".join(f"{k.upper()}{v}" for k, v in layout.items())
     gpu = {"DGX-H100": "H100", "DGX-B200": "B200", "DGX-GB200": "GB200"}[system]
-    dispatcher = "alltoall" if gpu == "GB200" else "deepep"
+    stated = bool(dispatcher)
+    dispatcher = dispatcher or "deepep"
     fabric = ("nvl72-gb200 (one rack; the case's GPUs are its first ones)" if gpu == "GB200"
               else "rail-optimised fat tree, 1 x 400G CX7 per GPU, 1:1")
     args = (("model", model), ("gpu", gpu), ("gpus", gpus), ("precision", precision),
             ("global_batch", gbs), ("micro_batch_size", mbs), ("seq_len", 4096),
             ("layout", tuple(layout.items())), ("dispatcher", dispatcher),
             ("recompute", recipe[0]), ("dispatch_dtype", "bf16"))
-    why = ("the recipes' HybridEP / NCCL EP is not modelled: alltoall" if gpu == "GB200" else
+    why = ("as the row's preset states" if stated else
            "DeepEP, as the Megatron-Bridge MoE hardware playbook states for H100 / B200")
     return Case(
         f"{model} {gpus}x {gpu} {precision} GBS{gbs} {lay}", "bridge", args, tokens_per_gpu_s,
@@ -117,14 +129,14 @@ DSV3_B200_2602 = ("none", (
     "recompute: none is the nearest (selective, the attention core, would add 0.63 ms)",
     "the preset sets no CUDA graphs (cuda_graph_impl unset; host-side launch cost is not "
     "modelled here), moe_a2a_overlap False, and the hybridep flex dispatcher, run as moesim's "
-    "deepep (each token sent once per destination node, then forwarded over NVLink)",
+    "hybridep (each token sent once per destination node, then forwarded over NVLink)",
     "MTP: the table's Model TFLOP/s per token (699 / 2689 = 260 G) is its 'w/ MTP' count "
     "(25.11: 557 / 2139 = 260 G w/ MTP, 1003 / 4018 = 250 G w/o): the run had the MTP module"))
 """What the DeepSeek-V3 DGX-B200 preset of the 26.02 table states beyond the table."""
 
 BRIDGE_CASES: tuple[Case, ...] = (
     _case("DGX-B200", "deepseek-v3", 256, "FP8-MX", 4096, 1, {"pp": 16, "ep": 8}, 2689.0,
-          SOURCE_2602, DSV3_B200_2602),
+          SOURCE_2602, DSV3_B200_2602, dispatcher="hybridep"),
     _case("DGX-B200", "qwen3-30b-a3b", 8, "FP8-MX", 512, 1, {"ep": 8}, 9691.0, SOURCE_2602),
     _case("DGX-B200", "qwen3-235b-a22b", 256, "FP8-MX", 8192, 1, {"pp": 8, "ep": 8}, 3805.0,
           SOURCE_2602),
@@ -138,7 +150,9 @@ BRIDGE_CASES: tuple[Case, ...] = (
           5275.0, SOURCE),
     _case("DGX-H100", "deepseek-v3", 1024, "FP8-CS", 8192, 1,
           {"tp": 2, "pp": 8, "vpp": 4, "ep": 64}, 1297.0, SOURCE_2509),
-    _case("DGX-GB200", "qwen3-30b-a3b", 8, "MXFP8", 512, 4, {"ep": 8}, 39936.0, SOURCE_2608),
+    _case("DGX-GB200", "qwen3-30b-a3b", 8, "MXFP8", 512, 4, {"ep": 8}, 39936.0, SOURCE_2608,
+          ("auto", (HYBRIDEP_PRESET, "recompute: the memory plan's choice")),
+          dispatcher="hybridep"),
 )
 """The DGX-B200 and DGX-H100 MoE rows of the 26.02 table, the 25.11 rows whose layout the
 26.02 table does not repeat, the 25.09 DGX-H100 DeepSeek-V3 dropless row (its table has no
