@@ -7,7 +7,8 @@ unit, source (with the issue, PR, document revision or paper version it comes fr
 :mod:`moesim.hardware.gpus`; link line rates and latencies in ``moesim.topologies.constants``.
 
 - :mod:`moesim.calibration.kernels`: GEMM efficiency curve, sustained clocks, attention,
-  launch overhead, HBM, the overlapped dispatcher's SMs, the host-launch band's two ends;
+  launch overhead, HBM, the overlapped dispatcher's SMs, the host-launch band's two ends,
+  DeepEP's forwarding-node size and low-latency message header;
 - :mod:`moesim.calibration.links`: achievable fraction of line rate per link class;
 - :mod:`moesim.calibration.training`: optimizer/gradient bytes, workspace, HBM reserve, the
   planner's DP/CP exposure, the attribution's thresholds;
@@ -23,6 +24,7 @@ from moesim.calibration.kernels import (
     ATTENTION_BWD_EFFICIENCY,
     ATTENTION_BWD_FLOPS_FACTOR,
     ATTENTION_FWD_EFFICIENCY,
+    DEEPEP_NVL_PEERS,
     DROPLESS_SYNC_S,
     FP8_BLOCK_CAST_BYTES,
     FP8_CURRENT_SCALING_CAST_BYTES,
@@ -34,6 +36,7 @@ from moesim.calibration.kernels import (
     HOST_LAUNCH_HIGH_S,
     HOST_LAUNCH_LOW_S,
     KERNEL_LAUNCH_OVERHEAD_S,
+    LL_MESSAGE_HEADER_BYTES,
     MXFP8_CAST_BYTES,
     OVERLAP_DISPATCHER_SMS,
     SUSTAINED_FRACTION_BLACKWELL,
@@ -72,6 +75,7 @@ __all__ = [
     "ATTENTION_FWD_EFFICIENCY",
     "CONSTANTS",
     "CP_EXPOSED_FRACTION",
+    "DEEPEP_NVL_PEERS",
     "DROPLESS_SYNC_S",
     "FP8_BLOCK_CAST_BYTES",
     "FP8_CURRENT_SCALING_CAST_BYTES",
@@ -89,6 +93,7 @@ __all__ = [
     "KERNEL_LAUNCH_OVERHEAD_S",
     "KINDS",
     "LINK_TIERS",
+    "LL_MESSAGE_HEADER_BYTES",
     "MXFP8_CAST_BYTES",
     "NVLINK_ACHIEVABLE_FRACTION_BY_GPU",
     "NVLINK_BLACKWELL_ACHIEVABLE_FRACTION",

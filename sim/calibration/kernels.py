@@ -94,6 +94,18 @@ def sustained_fraction(gpu: str) -> float:
 #: takes no SMs from compute.
 OVERLAP_DISPATCHER_SMS = 20
 
+#: DeepEP V1's ``NUM_MAX_NVL_PEERS`` (deepseek-ai/DeepEP csrc/kernels/configs.cuh; used in
+#: csrc/deep_ep.cpp as ``rdma_rank = rank / NUM_MAX_NVL_PEERS``): its normal kernels forward a
+#: token over NVLink among at most 8 ranks, EP ranks ``8k .. 8k+7`` being one RDMA rank,
+#: whatever the NVLink domain (on NVL72 it forwards within runs of 8).
+DEEPEP_NVL_PEERS = 8
+
+#: Bytes before the payload of each DeepEP low-latency dispatch message: ``sizeof(int4)``, the
+#: source token index and three reserved ints (deepseek-ai/DeepEP csrc/kernels/internode_ll.cu
+#: @005dcc9d, ``num_bytes_per_msg``); tests/test_low_latency.py @058d696b counts it in its
+#: bandwidth (``hidden + hidden / 128 * 4 + 16`` per FP8 selection).
+LL_MESSAGE_HEADER_BYTES = 16
+
 # --------------------------------------------------------------------------------------
 # Kernel launch and memory
 # --------------------------------------------------------------------------------------

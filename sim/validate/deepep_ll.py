@@ -37,11 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from moesim import topologies
-from moesim.calibration import KERNEL_LAUNCH_OVERHEAD_S
+from moesim.calibration import KERNEL_LAUNCH_OVERHEAD_S, LL_MESSAGE_HEADER_BYTES
 from moesim.router import UNIFORM, route_tokens
 from moesim.validate.deepep import busiest_links
 from moesim.validate.flows import FlowBatch, run_flows, with_loopbacks
-from moesim.workload.dispatchers import LL_MESSAGE_HEADER_BYTES, get_dispatcher
+from moesim.workload.dispatchers import get_dispatcher
 
 GPUS_PER_NODE = 8
 FP8_SCALE_BLOCK = 128

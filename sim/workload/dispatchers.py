@@ -12,16 +12,15 @@ the fabric's):
     DeepEP V1 normal kernels: a token once per destination node over RDMA to its rail peer,
     which forwards it over NVLink to each rank there that needs it
     (:func:`moesim.workload.deepep.hierarchical_tokens`). A "node" is at most
-    :data:`DEEPEP_NVL_PEERS` EP ranks: DeepEP V1 groups ranks by ``rank / NUM_MAX_NVL_PEERS``
-    whatever the NVLink domain (deepseek-ai/DeepEP csrc/deep_ep.cpp, ``rdma_rank = rank /
-    NUM_MAX_NVL_PEERS``; csrc/kernels/configs.cuh ``NUM_MAX_NVL_PEERS 8``), so on an NVL72 rack
-    it forwards within runs of 8.
+    :data:`moesim.calibration.DEEPEP_NVL_PEERS` (8) EP ranks: DeepEP V1 groups ranks by
+    ``rank / NUM_MAX_NVL_PEERS`` whatever the NVLink domain, so on an NVL72 rack it forwards
+    within runs of 8.
 ``deepep-ll``
     DeepEP low-latency kernels (csrc/kernels/internode_ll.cu @005dcc9d): one message per
     (token, routed expert), no per-rank or per-node de-duplication, written straight into the
     expert's rank: an NVLink copy when the peer is P2P-reachable, else an RDMA put from the
-    sender's NIC to the receiver's (no forwarding). A dispatch message carries a 16-byte header
-    (``sizeof(int4)``: the source token index) before the hidden state and its FP8 scales;
+    sender's NIC to the receiver's (no forwarding). A dispatch message carries a header
+    (:data:`moesim.calibration.LL_MESSAGE_HEADER_BYTES`) before the hidden state and scales;
     combine sends each expert's BF16 output row back (no header) and the source rank reduces.
 ``hybridep``
     NVIDIA's HybridEP (deepseek-ai/DeepEP hybrid_ep branch; deep_ep/hybrid_ep_buffer.py
@@ -40,18 +39,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moesim.calibration import DEEPEP_NVL_PEERS, LL_MESSAGE_HEADER_BYTES
 from moesim.errors import ConfigError
 from moesim.registry import Registry
 from moesim.router import RoutingResult
 from moesim.workload.deepep import hierarchical_tokens
-
-DEEPEP_NVL_PEERS = 8
-"""DeepEP V1's ``NUM_MAX_NVL_PEERS`` (csrc/kernels/configs.cuh): the most ranks its normal
-kernels forward among over NVLink; ranks ``8k .. 8k+7`` of the EP group are one RDMA rank."""
-LL_MESSAGE_HEADER_BYTES = 16
-"""Bytes before each DeepEP low-latency dispatch message's payload: ``sizeof(int4)``, the
-source token index and three reserved ints (internode_ll.cu @005dcc9d, ``num_bytes_per_msg``;
-tests/test_low_latency.py counts it: ``hidden + hidden / 128 * 4 + 16`` per FP8 selection)."""
 
 
 @dataclass(frozen=True)
