@@ -94,7 +94,7 @@ def sustained_fraction(gpu: str) -> float:
 #: takes no SMs from compute.
 OVERLAP_DISPATCHER_SMS = 20
 
-#: DeepEP V1's ``NUM_MAX_NVL_PEERS`` (deepseek-ai/DeepEP csrc/kernels/configs.cuh; used in
+#: DeepEP V1's ``NUM_MAX_NVL_PEERS`` (deepseek-ai/DeepEP csrc/kernels/configs.cuh @9e6c4ef5; in
 #: csrc/deep_ep.cpp as ``rdma_rank = rank / NUM_MAX_NVL_PEERS``): its normal kernels forward a
 #: token over NVLink among at most 8 ranks, EP ranks ``8k .. 8k+7`` being one RDMA rank,
 #: whatever the NVLink domain (on NVL72 it forwards within runs of 8).

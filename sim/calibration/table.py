@@ -49,7 +49,8 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
      "1751.2 (same README; torch 2.13.0+cu130); GB200 as B200 (assumption)", "measured"),
     ("OVERLAP_DISPATCHER_SMS", "SMs", "DeepSeek-V3 technical report arXiv:2412.19437v1 "
      "section 3.2.2: 20 of 132 SMs", "measured"),
-    ("DEEPEP_NVL_PEERS", "ranks", "NUM_MAX_NVL_PEERS (deepseek-ai/DeepEP csrc/kernels/configs.cuh; "
+    ("DEEPEP_NVL_PEERS", "ranks", "NUM_MAX_NVL_PEERS (deepseek-ai/DeepEP csrc/kernels/configs.cuh "
+     "@9e6c4ef5; "
      "csrc/deep_ep.cpp rdma_rank = rank / NUM_MAX_NVL_PEERS, V1)", "measured"),
     ("LL_MESSAGE_HEADER_BYTES", "B/message", "sizeof(int4) before each low-latency dispatch "
      "message (deepseek-ai/DeepEP csrc/kernels/internode_ll.cu @005dcc9d; "
