@@ -145,3 +145,22 @@ def test_bad_names_are_rejected_in_one_field() -> None:
         assert Workload(dispatcher=name).dispatcher == name
     with pytest.raises(ConfigError, match="etp = 1"):
         dataclasses.replace(_spec("deepep-ll"), layout=ParallelLayout(ep=8, etp=2, tp=2, dp=8))
+
+
+def test_on_one_nvl72_rack_hybridep_is_per_rank_and_deepep_forwards_within_8() -> None:
+    """EP16 on the first 16 GPUs of a GB200 NVL72 rack: HybridEP's node is the rack, so its
+    dispatch is alltoall's per-rank dedup matrix; DeepEP V1 still sends a token once per run
+    of 8 ranks to the rail peer, which forwards it."""
+    model = dataclasses.replace(get_model("deepseek-v3"), num_layers=2, moe_layers=(False, True))
+    rack = FabricSpec(preset="nvl72-gb200", multipath="dmodk", batch_window_rel=0.02)
+    plans = {d: build_plan(StepSpec(model=model, layout=ParallelLayout(ep=16, dp=16),
+                                    gpu="GB200", fabric=rack, seq_len=1024, dispatcher=d))
+             for d in ("alltoall", "hybridep", "deepep")}
+    a2a = {d: p.layers[1].a2a_bytes["dispatch"] for d, p in plans.items()}
+    np.testing.assert_array_equal(a2a["hybridep"], a2a["alltoall"])
+    run_of = np.arange(16) // 8
+    across = run_of[:, None] != run_of[None, :]
+    rail = np.arange(16)[:, None] % 8 == np.arange(16)[None, :] % 8
+    assert (a2a["deepep"][across & ~rail] == 0).all()  # across runs of 8: rail peers only
+    assert (a2a["deepep"][across & rail] > 0).all()
+    assert not np.array_equal(a2a["deepep"], a2a["hybridep"])
