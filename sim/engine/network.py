@@ -289,13 +289,17 @@ class FlowNetwork(Observed, SoloFlows):
     def _complete(self, ids: np.ndarray, drain_s: np.ndarray) -> None:
         fl = self.flows.col
         if ids.size == 1:  # one flow (a ring chunk, a send): scalars, the same float sums
-            fid, drain = int(ids[0]), float(drain_s[0])
-            fl["drain_s"][fid] = drain
-            finish = drain + float(fl["latency_s"][fid])
-            fl["finish_s"][fid] = finish
-            self.groups.arrive_one(fid, int(fl["group"][fid]), finish)
+            self._complete_one(int(ids[0]), float(drain_s[0]))
             return
         fl["drain_s"][ids] = drain_s
         finish = drain_s + fl["latency_s"][ids]
         fl["finish_s"][ids] = finish
         self.groups.arrive(ids, fl["group"][ids], finish)
+
+    def _complete_one(self, fid: int, drain_s: float) -> None:
+        """:meth:`_complete` of one flow, in scalars."""
+        fl = self.flows.col
+        fl["drain_s"][fid] = drain_s
+        finish = drain_s + float(fl["latency_s"][fid])
+        fl["finish_s"][fid] = finish
+        self.groups.arrive_one(fid, int(fl["group"][fid]), finish)

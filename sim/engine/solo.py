@@ -14,16 +14,17 @@ elsewhere; when a flow comes to share a link with one of them, it joins the solv
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from moesim.engine.maxmin import LEVEL_RTOL
 
 
-@dataclass(frozen=True)
-class Solo:
+class Solo(NamedTuple):
     """A flow alone on its links: its id, start, rate and what it puts on each of its hops
-    (a flow that may run alone crosses no link twice, so its hops are distinct links)."""
+    (a flow that may run alone crosses no link twice, so its hops are distinct links). A named
+    tuple, not a frozen dataclass: one is made per ring chunk, and it is made in half the time."""
 
     fid: int
     t0_s: float

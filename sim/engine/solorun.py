@@ -53,6 +53,9 @@ class SoloFlows:
     _replaying: bool
     _observers: dict[int, Callable[[], None]]
     _lone: dict[tuple[int, int], LoneRoute] | None = None  # start_one's routes, by pair
+    # LoneRoutes (by ptr) whose lone load and single flow the peaks hold already: alone, a flow
+    # of the pair puts the same load on the same links again, so sampling it raises nothing
+    _peaked: set[int]
 
     def start(self, src_gpu: np.ndarray, dst_gpu: np.ndarray, size_bytes: np.ndarray,
               group: int | np.ndarray, tag: int | np.ndarray = -1) -> np.ndarray:
@@ -68,6 +71,9 @@ class SoloFlows:
         raise NotImplementedError
 
     def _complete(self, ids: np.ndarray, drain_s: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _complete_one(self, fid: int, drain_s: float) -> None:
         raise NotImplementedError
 
     def _notify(self, ids: np.ndarray) -> None:
@@ -91,7 +97,10 @@ class SoloFlows:
         fl["ideal_s"][fid] = route.latency_s + size_bytes / route.cap_Bps
         if route.alone is not None and self._may_run_alone(route.hops):
             self._run_alone(route.solo(fid, now, size_bytes))
-            self._sample(now, route.hops)
+            if route.ptr not in self._peaked:
+                self._sample(now, route.hops)
+                if not self.stats.record_timeline:
+                    self._peaked.add(route.ptr)
         else:
             net = np.array([fid], dtype=np.int64)
             self._materialize(net)
@@ -103,7 +112,7 @@ class SoloFlows:
         """The :class:`LoneRoute` of (``src_gpu``, ``dst_gpu``), made on first use: the route
         stored once in the pair store (flows read their hops by pointer, never write them)."""
         if self._lone is None:
-            self._lone = {}
+            self._lone, self._peaked = {}, set()
         route = self._lone.get((src_gpu, dst_gpu))
         if route is None:
             rs = self.router.routes(np.array([src_gpu]), np.array([dst_gpu]))
@@ -191,7 +200,7 @@ class SoloFlows:
             self._t_last = now
         self.flows.col["rem_bytes"][fid] = 0.0
         self._flows_on[solo.hops] -= 1
-        self._complete(np.array([fid]), np.array([solo.drain_s]))
+        self._complete_one(solo.fid, solo.drain_s)
         if self.stats.record_timeline:  # else no peak can rise: its links lost load and a flow
             self.stats.sample(now, self._sampled_load(), self._flows_on)
         if idle:
