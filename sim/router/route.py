@@ -36,6 +36,7 @@ from moesim.router.counts import (
     pair_counts,
     rank_totals,
 )
+from moesim.router.exchangeable import Counted, blocks_equal, sample_counts
 from moesim.router.groups import group_limited_columns
 from moesim.router.placement import place_experts
 from moesim.router.popularity import layer_popularity, popularity_model
@@ -165,7 +166,10 @@ class Draw:
     """The token stream's bit-generator state past ``first`` (None: not sampled)."""
     first: FirstRound | None
     """The first round of candidates (:func:`moesim.router.sampling.topk_first`), or None
-    (group-limited routing, a raced layer, or not sampled)."""
+    (group-limited routing, a raced layer, counted directly, or not sampled)."""
+    counted: Counted | None = None
+    """The layer's counts drawn directly (:func:`exchangeable`: from ``stream_state``), or
+    None (counted from per-token draws, or not yet)."""
 
     def stream(self) -> np.random.Generator | None:
         """A generator at ``stream_state`` (a new one on every call)."""
@@ -176,22 +180,45 @@ class Draw:
         return np.random.Generator(bits)
 
 
+def exchangeable(cfg: RouterConfig, p: np.ndarray, expert_to_rank: np.ndarray,
+                 n_group: int) -> bool:
+    """True when a layer's counts are drawn directly (:mod:`moesim.router.exchangeable`):
+    sampled, every expert equally popular, no expert groups, no capacity cut, no replicas,
+    every EP rank the same number of experts. Same law as counting per-token draws."""
+    return (popularity_model(cfg.kind).sampled and n_group == 1 and bool(np.all(p == p[0]))
+            and cfg.capacity_factor is None and not cfg.redundant_experts
+            and blocks_equal(expert_to_rank, int(expert_to_rank.max()) + 1))
+
+
 def draw_tokens(
     cfg: RouterConfig, *, tokens_per_rank: int, n_ranks: int, n_experts: int, top_k: int,
     seed: int, layer: int, microbatch: int = 0, step: int = 0, n_group: int = 1,
-    topk_group: int = 1,
+    topk_group: int = 1, ranks_per_node: int = 0,
 ) -> Draw:
-    """The drawing half of :func:`route_tokens` (same arguments but ``ranks_per_node``):
-    validates them, draws the popularity and the first round of candidates."""
+    """The drawing half of :func:`route_tokens` (same arguments): validates them, draws the
+    popularity and the first round of candidates, or (:func:`exchangeable`) the counts."""
     p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
                     step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
-    place_experts(cfg.placement, n_experts, n_ranks)
+    expert_to_rank = place_experts(cfg.placement, n_experts, n_ranks)
     check_redundant(cfg.redundant_experts, n_experts=n_experts, n_ranks=n_ranks)
     rng = _token_stream(cfg, seed, layer, microbatch, step)
-    first = (topk_first(p, n_ranks * tokens_per_rank, top_k, rng)
-             if rng is not None and n_group == 1 else None)
-    return Draw(cfg, (tokens_per_rank, n_ranks, n_experts, top_k, n_group, topk_group), p,
-                None if rng is None else rng.bit_generator.state, first)
+    shape = (tokens_per_rank, n_ranks, n_experts, top_k, n_group, topk_group)
+    if rng is None:
+        return Draw(cfg, shape, p, None, None)
+    state = rng.bit_generator.state
+    if exchangeable(cfg, p, expert_to_rank, n_group):
+        _check_node(n_ranks, ranks_per_node)
+        return Draw(cfg, shape, p, state, None, sample_counts(
+            rng, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
+            expert_to_rank=expert_to_rank, top_k=top_k, ranks_per_node=ranks_per_node))
+    first = topk_first(p, n_ranks * tokens_per_rank, top_k, rng) if n_group == 1 else None
+    return Draw(cfg, shape, p, rng.bit_generator.state, first)
+
+
+def _check_node(n_ranks: int, ranks_per_node: int) -> None:
+    if ranks_per_node and n_ranks % ranks_per_node:
+        raise ConfigError("router.ranks_per_node", f"{ranks_per_node} must divide the "
+                          f"{n_ranks} EP ranks")
 
 
 def route_tokens(
@@ -207,7 +234,7 @@ def route_tokens(
     drawn = draw_tokens(cfg, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
                         n_experts=n_experts, top_k=top_k, seed=seed, layer=layer,
                         microbatch=microbatch, step=step, n_group=n_group,
-                        topk_group=topk_group)
+                        topk_group=topk_group, ranks_per_node=ranks_per_node)
     return count_tokens(drawn, ranks_per_node=ranks_per_node)
 
 
@@ -216,10 +243,18 @@ def count_tokens(drawn: Draw, *, ranks_per_node: int = 0) -> RoutingResult:
     first round on), the capacity cut, per-rank sizes and dedup."""
     cfg, p = drawn.cfg, drawn.popularity
     tokens_per_rank, n_ranks, n_experts, top_k, n_group, topk_group = drawn.shape
+    expert_to_rank = place_experts(cfg.placement, n_experts, n_ranks)
+    if drawn.stream_state is not None and exchangeable(cfg, p, expert_to_rank, n_group):
+        counted = drawn.counted
+        if counted is None or counted.ranks_per_node != ranks_per_node:
+            _check_node(n_ranks, ranks_per_node)
+            counted = sample_counts(drawn.stream(), tokens_per_rank=tokens_per_rank,  # type: ignore[arg-type]
+                                    n_ranks=n_ranks, expert_to_rank=expert_to_rank,
+                                    top_k=top_k, ranks_per_node=ranks_per_node)
+        return _from_counts(counted, p, expert_to_rank)
     columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
                               top_k=top_k, rng=drawn.stream(), n_group=n_group,
                               topk_group=topk_group, first=drawn.first)
-    expert_to_rank = place_experts(cfg.placement, n_experts, n_ranks)
     wanted = pair_counts(columns, tokens_per_rank, n_ranks, n_experts)
     keep = None
     tokens = wanted
@@ -241,6 +276,20 @@ def count_tokens(drawn: Draw, *, ranks_per_node: int = 0) -> RoutingResult:
         rank_tokens_dedup=dedup_rank_tokens(dst, keep, rank_tokens),
         popularity=p,
         node_tokens_dedup=node_dedup(dst, keep, rank_tokens, ranks_per_node),
+    )
+
+
+def _from_counts(counted: Counted, p: np.ndarray, expert_to_rank: np.ndarray) -> RoutingResult:
+    """``count_tokens``' result from counts drawn directly (nothing dropped)."""
+    n_ranks = counted.rank_dedup.shape[0]
+    return RoutingResult(
+        tokens=counted.tokens,
+        dropped=np.zeros_like(counted.tokens),
+        expert_to_rank=expert_to_rank,
+        rank_tokens=rank_totals(counted.tokens, expert_to_rank, n_ranks),
+        rank_tokens_dedup=counted.rank_dedup,
+        popularity=p,
+        node_tokens_dedup=counted.node_dedup,
     )
 
 

@@ -134,7 +134,7 @@ def draw_layer(spec: StepSpec, layer: int) -> Draw:
     return draw_tokens(
         spec.router, tokens_per_rank=spec.tokens_per_microbatch, n_ranks=spec.layout.ep,
         n_experts=m.n_routed_experts, top_k=m.top_k, seed=spec.seed, layer=layer,
-        n_group=m.n_group, topk_group=m.topk_group,
+        n_group=m.n_group, topk_group=m.topk_group, ranks_per_node=spec.forward_ranks(),
     )
 
 
