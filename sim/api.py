@@ -8,7 +8,7 @@
 >>> round(r.step_time_s * 1e3, 1), r.stragglers[0].cause
 (179.7, 'expert_imbalance')
 >>> round(r.balanced_step_time_s * 1e3, 1)   # the same layers under a balanced router
-71.1
+71.2
 
 ``simulate`` returns the one result record (:class:`moesim.results.result.Result`) in every
 mode; ``r.to_json()`` is what ``moesim run --json`` prints.

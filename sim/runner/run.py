@@ -4,7 +4,7 @@
 >>> from moesim.scenarios import resolve
 >>> rec = run_scenario(load_scenario_file(resolve("ep8-balanced")))
 >>> rec.mode, round(rec.step_time_s * 1e3, 3)
-('group', 71.147)
+('group', 71.155)
 """
 
 from __future__ import annotations
