@@ -140,7 +140,9 @@ def test_a2a_phase_is_the_engine(kind: str, preset: str) -> None:
 @pytest.mark.parametrize("preset", ["rail", "hgx"])
 def test_a2a_estimate_against_the_engine(kind: str, preset: str) -> None:
     """Simultaneous sends: the link-load bound is the exact max-min makespan (measured gap
-    < 0.02 %); staggered releases (0-0.2 ms): a lower bound, at most 13 % below."""
+    < 0.05 % on these draws; the gap depends on the routing draw: 0.04 % on hgx-uniform since
+    the uniform router counts directly, 0.02 % before); staggered releases (0-0.2 ms): a
+    lower bound, at most 13 % below."""
     fs = RAIL32 if preset == "rail" else FabricSpec(preset="hgx-h100", multipath="dmodk")
     idx = GraphIndex(build_graph(fs), fs, "H100")
     gpus = np.arange(8)
@@ -153,7 +155,7 @@ def test_a2a_estimate_against_the_engine(kind: str, preset: str) -> None:
     size = res.rank_tokens_dedup.astype(float) * 7168
     sync = np.zeros(8)
     assert timer.time_s(size, sync) == pytest.approx(_engine_a2a(router, gpus, size, sync),
-                                                     rel=2e-4)
+                                                     rel=5e-4)
     stagger = np.random.default_rng(1).uniform(0, 2e-4, 8)
     exact = _engine_a2a(router, gpus, size, stagger)
     assert exact * 0.85 < timer.time_s(size, stagger) <= exact * (1 + 1e-3)

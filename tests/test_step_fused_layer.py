@@ -46,7 +46,8 @@ CASES = {
 }
 
 
-LATE = {"tp2 cp2 full recompute", "tp2 slow gpu"}  # members reach some rings apart
+LATE = {"tp2 slow gpu"}  # members reach some rings apart (full recompute's per-expert-rank
+# forward did too with the per-token draw of the uniform router; not with its direct counts)
 
 
 @pytest.mark.parametrize("name", list(CASES))

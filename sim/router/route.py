@@ -4,6 +4,10 @@
 ``route_tokens`` turns them into counts per (source rank, expert), applies capacity, and derives
 the all-to-all sizes per (source rank, destination rank), with and without the per-rank dedup
 that DeepEP does (a token goes to a destination rank once, however many of its experts live there).
+When every expert is equally popular and nothing needs the tokens' choice order (no capacity,
+no replicas, no expert groups: :func:`exchangeable`), ``route_tokens`` draws those counts
+directly from their joint law (:mod:`moesim.router.exchangeable`): the same law as counting
+``assign_experts``' tokens, not the same draw.
 
 Capacity follows Megatron (``--moe-expert-capacity-factor``, applied at the source rank before
 dispatch): capacity per expert per source rank = ceil(factor x tokens_per_rank x top_k / experts);
@@ -120,7 +124,8 @@ def assign_experts(
     topk_group: int = 1,
 ) -> np.ndarray:
     """Each token's experts: int64 [n_ranks, tokens_per_rank, top_k], distinct per token, in
-    choice order. The same draw ``route_tokens`` counts, for the same arguments."""
+    choice order. The same draw ``route_tokens`` counts, for the same arguments, unless it
+    counts directly (:func:`exchangeable`: then the same law, another draw)."""
     p = _popularity(cfg, n_experts=n_experts, seed=seed, layer=layer, microbatch=microbatch,
                     step=step, shape=(tokens_per_rank, n_ranks, top_k, n_group, topk_group))
     columns = _assign_columns(cfg, p, tokens_per_rank=tokens_per_rank, n_ranks=n_ranks,
