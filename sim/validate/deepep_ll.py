@@ -110,10 +110,9 @@ def _batch(size: np.ndarray, kernel: str, loop: bool) -> FlowBatch:
     """Flows of ``size`` [src, dst] (combine: reversed); a rank's share for itself to its
     loopback endpoint ``g + ep`` when ``loop``, else left out (free)."""
     ep = size.shape[0]
-    src, dst = np.indices(size.shape)
-    src, dst, nbytes = src.ravel(), dst.ravel(), size.ravel()
-    if kernel == "combine":
-        src, dst = dst, src
+    pairs = np.indices(size.shape).reshape(2, -1)
+    src, dst = (pairs[1], pairs[0]) if kernel == "combine" else (pairs[0], pairs[1])
+    nbytes = size.ravel()
     own = src == dst
     keep = (nbytes > 0) & (loop | ~own)
     dst = np.where(own, dst + ep, dst)
