@@ -11,7 +11,9 @@ after the producing op ends. An "FB" op lasts ``overlap_fb_time_s`` (e.g.
 the other's all-to-all), or ``f_time_s + b_time_s`` when that is None. An FB op
 starts only when both its passes' inputs are there; its forward result is released
 after the forward's share ``f / (f + b)`` of the op, its backward result at the end
-(a simplification: the real interleaving of the two passes is finer).
+(a simplification: the real interleaving of the two passes is finer). ``b_time_s`` is a whole
+backward (input and weight gradient); a "B" op with ``defer_w`` lasts ``b - w`` and its "W"
+op ``w_time_s``.
 
 Example::
 
@@ -33,6 +35,7 @@ import simpy
 from moesim.errors import ConfigError
 from moesim.schedule.deps import dependencies
 from moesim.schedule.ops import Op, Pass, ScheduleOps
+from moesim.schedule.placement import Placement
 
 Key = tuple[int, Pass]
 """(stage, pass)."""
@@ -71,12 +74,15 @@ class ScheduleRun:
         return 1.0 - busy_s / (len(self.spans) * self.makespan_s)
 
 
-def op_time_s(op: Op, f_time_s: float, b_time_s: float, overlap_fb_time_s: float | None) -> float:
+def op_time_s(op: Op, f_time_s: float, b_time_s: float, overlap_fb_time_s: float | None,
+              w_time_s: float = 0.0) -> float:
     """Duration of ``op`` under constant per-pass times."""
     if op.kind == "F":
         return f_time_s
     if op.kind == "B":
-        return b_time_s
+        return b_time_s - (w_time_s if op.defer_w else 0.0)
+    if op.kind == "W":
+        return w_time_s
     return f_time_s + b_time_s if overlap_fb_time_s is None else overlap_fb_time_s
 
 
@@ -87,6 +93,8 @@ def simulate_schedule(
     b_time_s: float,
     p2p_time_s: float = 0.0,
     overlap_fb_time_s: float | None = None,
+    w_time_s: float = 0.0,
+    place: Placement | None = None,
 ) -> ScheduleRun:
     """Run ``ops_by_stage`` on ``env`` to completion; ConfigError if it deadlocks."""
     for field, value in (
@@ -94,10 +102,13 @@ def simulate_schedule(
         ("b_time_s", b_time_s),
         ("p2p_time_s", p2p_time_s),
         ("overlap_fb_time_s", overlap_fb_time_s or 0.0),
+        ("w_time_s", w_time_s),
     ):
         if value < 0:
             raise ConfigError(f"schedule.{field}", f"must be >= 0, got {value}")
-    deps = dependencies(ops_by_stage)
+    if w_time_s > b_time_s:
+        raise ConfigError("schedule.w_time_s", f"must be <= b_time_s, got {w_time_s}")
+    deps = dependencies(ops_by_stage, place)
     missing = sorted({d for ds in deps.values() for d in ds if d not in deps})
     if missing:
         raise ConfigError("schedule", f"passes needed but never scheduled: {missing[:3]}")
@@ -108,7 +119,7 @@ def simulate_schedule(
 
     def pass_times_s(op: Op) -> tuple[float, ...]:
         if op.kind != "FB":
-            return (op_time_s(op, f_time_s, b_time_s, overlap_fb_time_s),)
+            return (op_time_s(op, f_time_s, b_time_s, overlap_fb_time_s, w_time_s),)
         total_s = op_time_s(op, f_time_s, b_time_s, overlap_fb_time_s)
         f_part_s = total_s * f_time_s / (f_time_s + b_time_s) if total_s > 0 else 0.0
         return (f_part_s, total_s - f_part_s)

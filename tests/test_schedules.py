@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import simpy
 from schedule_executor import simulate_schedule
@@ -23,8 +25,8 @@ from moesim.schedule import (
 )
 
 
-def run(ops, f_s, b_s, p2p_s=0.0, fb_s=None):
-    return simulate_schedule(simpy.Environment(), ops, f_s, b_s, p2p_s, fb_s)
+def run(ops, f_s, b_s, p2p_s=0.0, fb_s=None, w_s=0.0, place=None):
+    return simulate_schedule(simpy.Environment(), ops, f_s, b_s, p2p_s, fb_s, w_s, place)
 
 
 def test_registry_names_and_lookup():
@@ -49,6 +51,9 @@ def test_duplicate_schedule_name_is_an_error():
     [
         ("1f1b", 4, 8, 2, "schedule.virtual_stages"),
         ("dualpipe", 4, 8, 2, "schedule.virtual_stages"),
+        ("dualpipe", 3, 8, 1, "schedule.pp"),
+        ("dualpipe", 4, 7, 1, "schedule.microbatches"),
+        ("dualpipe", 4, 6, 1, "schedule.microbatches"),
         ("interleaved", 4, 8, 1, "schedule.virtual_stages"),
         ("interleaved", 4, 6, 2, "schedule.microbatches"),
         ("1f1b", 0, 8, 1, "schedule.pp"),
@@ -134,30 +139,74 @@ def _a2a_case():
     return f_s, b_s, fb_s, a2a_f_s + a2a_b_s
 
 
-@pytest.mark.parametrize("m", [1, 2, 5, 9])
-def test_dualpipe_hides_all_to_all_single_stage(m):
-    f_s, b_s, fb_s, hidden_s = _a2a_case()
-    ops = build_schedule("dualpipe", 1, m)
-    assert ops[0] == (fwd(0), *(fwd_bwd(i + 1, i) for i in range(m - 1)), bwd(m - 1))
-    serial = run(ops, f_s, b_s)
-    overlapped = run(ops, f_s, b_s, fb_s=fb_s)
-    assert serial.makespan_s == m * (f_s + b_s)
-    assert overlapped.makespan_s == f_s + (m - 1) * fb_s + b_s
-    assert serial.makespan_s - overlapped.makespan_s == (m - 1) * hidden_s
+def _order(ops) -> list[str]:
+    """Compact op names: F3.0 = forward of micro-batch 3 in chunk 0; Bw = B deferring its W;
+    FB = (forward, backward)."""
+    def name(op):
+        if op.kind == "FB":
+            return f"FB{op.microbatch}.{op.chunk}/{op.bwd_microbatch}.{op.bwd_chunk}"
+        return f"{op.kind}{'w' if op.defer_w else ''}{op.microbatch}.{op.chunk}"
+    return [name(op) for op in ops]
 
 
-def test_dualpipe_hides_all_to_all_two_stages():
-    # Hand timeline, pp=2 m=2: s0 F0 [0,3] F1 [3,6]; s1 F0 [3,6] FB(1,0) [6,6+T];
-    # then B0 on s0 and B1 on s1 [6+T, 12+T]; B1 on s0 [12+T, 18+T].
-    f_s, b_s, fb_s, hidden_s = _a2a_case()
-    ops = build_schedule("dualpipe", 2, 2)
-    assert ops == ((fwd(0), fwd(1), bwd(0), bwd(1)), (fwd(0), fwd_bwd(1, 0), bwd(1)))
-    serial = run(ops, f_s, b_s)
-    overlapped = run(ops, f_s, b_s, fb_s=fb_s)
-    assert serial.makespan_s == 2 * (f_s + b_s) + (f_s + b_s)
-    assert overlapped.makespan_s == 2 * (f_s + b_s) + fb_s
-    assert serial.makespan_s - overlapped.makespan_s == hidden_s
-    assert overlapped.makespan_s < run(build_schedule("1f1b", 2, 2), f_s, b_s).makespan_s
+def test_dualpipe_order_pp4_m8_by_hand():
+    # deepseek-ai/DualPipe dualpipe.py, DualPipe.step with 4 ranks and 8 micro-batches:
+    # chunk 0 carries micro-batches 0-3 from rank 0, chunk 1 carries 4-7 from rank 3.
+    # Rank 0 (h = 0): step 1 two near F; step 2 one (near F, far F); step 3 far B deferring
+    # its W, that W, far F; step 4 one FB(near F, far B), FB(far F, near B); step 5 far B,
+    # FB(far F, near B); step 6 far B, near B (W deferred from the near B: h even); step 7
+    # W, near B deferred; step 8 the last W.
+    ops = build_schedule("dualpipe", 4, 8)
+    assert _order(ops[0]) == [
+        "F0.0", "F1.0", "F2.0", "F4.1", "Bw4.1", "W4.1", "F5.1", "FB3.0/5.1", "FB6.1/0.0",
+        "B6.1", "FB7.1/1.0", "B7.1", "Bw2.0", "W2.0", "Bw3.0", "W3.0"]
+    # Rank 1 (h = 1, a middle rank): no step 1, 3, 5, 7; its first step-4 pair runs apart.
+    assert _order(ops[1]) == [
+        "F0.0", "F4.1", "F1.0", "F5.1", "F2.0", "B4.1", "FB6.1/0.0", "FB3.0/5.1",
+        "FB7.1/1.0", "B6.1", "B2.0", "Bw7.1", "Bw3.0", "W7.1", "W3.0"]
+    # The second half mirrors the first: chunks swapped, micro-batches of the other half.
+    def mirror(op):
+        other = {"microbatch": (op.microbatch + 4) % 8, "chunk": 1 - op.chunk}
+        if op.kind == "FB":
+            other |= {"bwd_microbatch": (op.bwd_microbatch + 4) % 8, "bwd_chunk": 1 - op.bwd_chunk}
+        return dataclasses.replace(op, **other)
+
+    for r in (2, 3):
+        assert ops[r] == tuple(mirror(op) for op in ops[3 - r])
+
+
+@pytest.mark.parametrize("pp", [4, 8, 16])
+@pytest.mark.parametrize("fb_s", [2.0, 2.5, 3.0])
+def test_dualpipe_bubble_is_the_papers_formula(pp, fb_s):
+    # DeepSeek-V3 report Table 2: DualPipe's bubble (PP/2 - 1)(F&B + B - 3W), with B the whole
+    # backward and W its weight part; at the report's proportions F = W = B/2 (dgrad and wgrad
+    # each cost a forward), F&B from no overlap gain (F + B) down to B. The most idle rank
+    # idles exactly that (each rank runs m forwards and m backwards).
+    f_s, b_s, w_s, m = 1.0, 2.0, 1.0, 4 * pp
+    ops = build_schedule("dualpipe", pp, m)
+    place = get_schedule("dualpipe").placement(pp)
+    result = run(ops, f_s, b_s, fb_s=fb_s, w_s=w_s, place=place)
+    idle = [result.makespan_s - result.busy_s(s) for s in range(pp)]
+    assert max(idle) == pytest.approx((pp / 2 - 1) * (fb_s + b_s - 3 * w_s), abs=1e-9)
+    if fb_s == f_s + b_s:  # no overlap gain: every rank is busy m (F + B)
+        assert all(result.busy_s(s) == m * (f_s + b_s) for s in range(pp))
+        assert result.makespan_s == m * (f_s + b_s) + (pp / 2 - 1) * (fb_s + b_s - 3 * w_s)
+    # plain 1F1B with the same per-pass times idles (pp - 1)(F + B) on every stage
+    plain = run(build_schedule("1f1b", pp, m), f_s, b_s)
+    assert plain.makespan_s - plain.busy_s(0) == (pp - 1) * (f_s + b_s) > max(idle)
+
+
+def test_dualpipe_places_mirrored_chunks():
+    place = get_schedule("dualpipe").placement(4)
+    assert [place.vstages_of(s) for s in range(4)] == [(0, 3), (1, 2), (2, 1), (3, 0)]
+    assert place.owner(1, 1) == (2, 1) and place.owner(1, 0) == (1, 0)
+    deps = dependencies(build_schedule("dualpipe", 4, 8), place)
+    # reverse direction (chunk 1): micro-batch 4 enters at rank 3 and walks down
+    assert deps[(3, Pass("F", 4, 1))] == ()
+    assert deps[(2, Pass("F", 4, 1))] == ((3, Pass("F", 4, 1)),)
+    assert deps[(0, Pass("B", 4, 1))] == ((0, Pass("F", 4, 1)),)  # its last stage: the loss
+    assert deps[(3, Pass("B", 4, 1))] == ((3, Pass("F", 4, 1)), (2, Pass("B", 4, 1)))
+    assert deps[(0, Pass("W", 4, 1))] == ((0, Pass("B", 4, 1)),)
 
 
 def test_deadlocked_op_list_raises():
@@ -180,7 +229,8 @@ def test_negative_time_raises():
 
 
 def test_zero_times_run_in_zero_time():
-    assert run(build_schedule("dualpipe", 3, 4), 0.0, 0.0, fb_s=0.0).makespan_s == 0.0
+    ops, place = build_schedule("dualpipe", 4, 8), get_schedule("dualpipe").placement(4)
+    assert run(ops, 0.0, 0.0, fb_s=0.0, place=place).makespan_s == 0.0
 
 
 def test_the_executor_example() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedule_executor import simulate_schedule
 
-from moesim.schedule import build_schedule, dependencies
+from moesim.schedule import build_schedule, dependencies, get_schedule
 
 
 @st.composite
@@ -19,6 +19,9 @@ def schedule_inputs(draw):
     pp = draw(st.integers(1, 5))
     if name == "interleaved":
         return name, pp, pp * draw(st.integers(1, 3)), draw(st.integers(2, 4))
+    if name == "dualpipe":  # even pp, an even m of at least 2 pp
+        pp = 2 * draw(st.integers(1, 3))
+        return name, pp, 2 * draw(st.integers(pp, pp + 4)), 1
     return name, pp, draw(st.integers(1, 10)), 1
 
 
@@ -29,9 +32,15 @@ def test_each_stage_runs_every_pass_exactly_once(inputs):
     ops = build_schedule(name, pp, m, v)
     assert len(ops) == pp
     expected = Counter((k, mb, c) for k in "FB" for mb in range(m) for c in range(v))
+    if name == "dualpipe":  # chunk = direction: the first half of the micro-batches in 0
+        expected = Counter((k, mb, int(mb >= m // 2)) for k in "FB" for mb in range(m))
     for stage_ops in ops:
         got = Counter((p.kind, p.microbatch, p.chunk) for op in stage_ops for p in op.passes())
-        assert got == expected
+        deferred = Counter(("B", op.microbatch, op.chunk) for op in stage_ops if op.defer_w)
+        weights = Counter(("B", p.microbatch, p.chunk) for op in stage_ops
+                          for p in op.passes() if p.kind == "W")
+        assert weights == deferred  # each deferred weight gradient runs once, after its B
+        assert got - Counter({("W", mb, c): n for (_, mb, c), n in weights.items()}) == expected
 
 
 @settings(max_examples=60, deadline=None)
@@ -45,9 +54,12 @@ def test_each_stage_runs_every_pass_exactly_once(inputs):
 def test_execution_respects_dependencies(inputs, f_s, b_s, p2p_s, overlap):
     name, pp, m, v = inputs
     ops = build_schedule(name, pp, m, v)
+    place = get_schedule(name).placement(pp, v)
     fb_s = max(f_s, b_s) if overlap else None
-    result = simulate_schedule(simpy.Environment(), ops, float(f_s), float(b_s), p2p_s, fb_s)
-    deps = dependencies(ops)
+    w_s = b_s / 2  # a deferred B runs the other half
+    result = simulate_schedule(simpy.Environment(), ops, float(f_s), float(b_s), p2p_s, fb_s,
+                               w_s, place)
+    deps = dependencies(ops, place)
     for stage, spans in enumerate(result.spans):
         assert [span.op for span in spans] == list(ops[stage])
         for prev, nxt in pairwise(spans):
@@ -61,5 +73,6 @@ def test_execution_respects_dependencies(inputs, f_s, b_s, p2p_s, overlap):
     assert result.makespan_s == max(result.pass_end_s.values())
     assert 0.0 <= result.bubble_fraction() < 1.0
     if overlap:  # overlapping never lengthens the step (max-plus system, shorter ops)
-        serial = simulate_schedule(simpy.Environment(), ops, float(f_s), float(b_s), p2p_s)
+        serial = simulate_schedule(simpy.Environment(), ops, float(f_s), float(b_s), p2p_s,
+                                   None, w_s, place)
         assert result.makespan_s <= serial.makespan_s + 1e-9

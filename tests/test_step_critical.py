@@ -55,7 +55,7 @@ def _check_tiles_the_step(st: StepState, cp: CriticalPath) -> None:
         (ParallelLayout(ep=8, dp=8), "1f1b", 1, None),
         (ParallelLayout(ep=4, dp=4, pp=2), "1f1b", 3, None),
         (ParallelLayout(ep=4, dp=4, pp=2, vpp=2), "interleaved", 4, None),
-        (ParallelLayout(ep=8, dp=8), "dualpipe", 3,  # FB ops overlap two passes on a rank
+        (ParallelLayout(ep=4, dp=4, pp=2), "dualpipe", 4,  # FB ops overlap two passes
          dataclasses.replace(RAIL2, params=(("hosts", 2), ("gpus_per_host", 4),
                                             ("gpu", "H100")))),
     ],

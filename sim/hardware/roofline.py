@@ -180,6 +180,15 @@ gemm_backward_time_s = partial(gemm_time_s, backward=True)
 """dgrad + wgrad of the GEMM (m, n, k): :func:`gemm_time_s` with ``backward=True``."""
 
 
+def gemm_wgrad_time_s(gpu: GpuSpec, shape: GemmShape, slowdown: float = 1.0) -> TimeS:
+    """The wgrad kernel alone (``dW[k,n] = X^T @ dY``) of :func:`gemm_time_s`'s backward: the
+    weight-gradient part a zero-bubble schedule defers (DualPipe's W)."""
+    slow = check_slowdown(slowdown)
+    m, n, k, dtype = shape.m, shape.n, shape.k, shape.dtype
+    return shaped(_kernel_s(gpu, *_gemm_terms(k, n, m, dtype, shape.wgrad_out_bytes), dtype)
+                  * slow)
+
+
 def grouped_gemm_time_s(
     gpu: GpuSpec, shape: GemmShape, slowdown: float = 1.0, *, backward: bool = False
 ) -> float:
@@ -223,6 +232,19 @@ def grouped_gemm_rows_time_s(
         check_slowdown(float(np.unique(slow[bad])[0]))
 
     return _grouped_s(gpu, shape, m, slow, backward)
+
+
+def grouped_gemm_rows_wgrad_time_s(gpu: GpuSpec, shape: GemmShape,
+                                   slowdown: ArrayLike = 1.0) -> FloatArray:
+    """The grouped wgrad kernel alone of each row of :func:`grouped_gemm_rows_time_s`'s
+    backward (``[k, m_e] @ [m_e, n]`` per local expert, one launch per row)."""
+    if shape.m.ndim != 2:
+        raise ConfigError("gemm.m", f"grouped GEMM rows must be 2-D (ranks x local experts), "
+                          f"got shape {shape.m.shape}")
+    slow = np.broadcast_to(np.asarray(slowdown, dtype=np.float64), shape.m.shape[:1])
+    flops, padded, moved = (t.sum(axis=1) for t in _gemm_terms(
+        shape.k, shape.n, shape.m, shape.dtype, shape.wgrad_out_bytes))
+    return _kernel_s(gpu, flops, padded, moved, shape.dtype) * slow
 
 
 def _grouped_s(gpu: GpuSpec, shape: GemmShape, m: FloatArray, slow: FloatArray,

@@ -1,4 +1,4 @@
-"""Pipeline schedules (1F1B, interleaved, DualPipe-style) as data, and a registry of them.
+"""Pipeline schedules (1F1B, interleaved, DualPipe) as data, and a registry of them.
 
 The step runs them op by op on the fabric (:mod:`moesim.step.program`).
 """
@@ -6,7 +6,8 @@ The step runs them op by op on the fabric (:mod:`moesim.step.program`).
 from __future__ import annotations
 
 from moesim.schedule.deps import dependencies, pass_dependencies, schedule_shape
-from moesim.schedule.ops import Op, Pass, ScheduleOps, StageOps, bwd, fwd, fwd_bwd
+from moesim.schedule.ops import Op, Pass, ScheduleOps, StageOps, bwd, fwd, fwd_bwd, wgt
+from moesim.schedule.placement import Placement
 from moesim.schedule.registry import (
     DUALPIPE,
     INTERLEAVED,
@@ -25,6 +26,7 @@ __all__ = [
     "Op",
     "Pass",
     "PipelineSchedule",
+    "Placement",
     "ScheduleOps",
     "StageOps",
     "build_schedule",
@@ -37,4 +39,5 @@ __all__ = [
     "register_schedule",
     "schedule_names",
     "schedule_shape",
+    "wgt",
 ]

@@ -12,27 +12,35 @@ Each builder assumes its check passed. Sources of the orderings:
   stage is chunk ``(k mod pp*v) // pp`` of micro-batch ``(k // (pp*v)) * pp + k mod pp``
   (backwards walk the chunks in reverse); warm-up is ``(pp - s - 1) * 2 + (v - 1) * pp``.
   Megatron requires ``m % pp == 0``.
-* DualPipe-style: a simplification of DeepSeek-V3's DualPipe (DeepSeek-AI, "DeepSeek-V3
-  Technical Report", 2024, sec. 3.2.1). Kept: the steady state pairs one micro-batch's
-  forward with an earlier micro-batch's backward as one FB op, so their compute and
-  all-to-all overlap. Not modelled: DualPipe feeds micro-batches from both ends of
-  the pipeline (each rank holds two mirrored chunks and twice the parameters), which
-  also shrinks the bubble, and its finer split of backward into input- and
-  weight-gradient parts. Stage ``s`` runs ``min(pp - s, m)`` warm-up forwards (one
-  more than 1F1B, so even the last stage has an earlier backward to pair with), then
-  FB(i + warm-up, i), then drains the remaining backwards. An FB op can start only
-  when both inputs are there, so without overlap this order is slower than 1F1B for
-  pp > 1 (pp=4, m=8, f=3, b=6: 117 s vs 99 s); with the all-to-all hidden
-  (FB = 6 s instead of 9 s) it is faster (90 s). With bidirectional feeding the real
-  DualPipe does not pay that price.
+* DualPipe: DeepSeek-AI, "DeepSeek-V3 Technical Report" (arXiv:2412.19437), sec. 3.2.1,
+  Fig. 5 and Table 2; the per-rank order is that of deepseek-ai/DualPipe
+  ``dualpipe/dualpipe.py`` (``DualPipe.step``, commit bb214e8), read and re-stated here.
+  ``pp`` ranks (even), each holding two mirrored chunks (:mod:`moesim.schedule.placement`,
+  ``mirrored``): chunk 0 carries micro-batches ``0 .. m/2 - 1`` from stage 0 forward, chunk 1
+  carries ``m/2 .. m - 1`` from stage ``pp - 1`` (``m`` even, ``m >= 2 pp``). Rank ``r``
+  with ``h = min(r, pp - 1 - r)``, ``H = pp / 2``; its "near" chunk is the direction it
+  sits early in (chunk 0 on the first half of the ranks, chunk 1 on the second), "far" the
+  other. In order: (1) ``2 (H - h - 1)`` near forwards; (2) ``h + 1`` pairs near F, far F;
+  (3) ``H - h - 1`` times far B (input gradient only), one deferred W, far F; (4)
+  ``m/2 - pp + h + 1`` times FB(near F, far B) and FB(far F, near B) (the middle ranks run
+  their first near F and far B apart, not overlapped, as the source does); (5)
+  ``H - h - 1`` times far B, FB(far F, near B); (6) ``h + 1`` pairs far B, near B, the
+  second half of them deferring their W (from the ``(h+1)//2``-th pair: from its far B
+  when ``h`` is odd, from its near B when even); (7) ``H - h - 1`` times W, near B (deferred);
+  (8) ``h + 1`` W. Deferred W run first-in first-out. Every backward outside (3), (6), (7),
+  and every backward inside an FB op, computes its weight gradient at once. Not modelled:
+  the source batches a pass's point-to-point sends with the next pass's receives (in (2) a
+  near forward's output leaves after the far forward); here each output leaves when its
+  pass ends.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 from moesim.errors import ConfigError
-from moesim.schedule.ops import Op, ScheduleOps, StageOps, bwd, fwd, fwd_bwd
+from moesim.schedule.ops import Op, ScheduleOps, StageOps, bwd, fwd, fwd_bwd, wgt
 
 
 def check_one_chunk(name: str, pp: int, m: int, v: int) -> None:
@@ -98,14 +106,92 @@ def interleaved(pp: int, m: int, v: int) -> ScheduleOps:
     return tuple(_interleaved_stage(s, pp, m, v) for s in range(pp))
 
 
-def _dualpipe_stage(stage: int, pp: int, m: int) -> StageOps:
-    warmup = min(pp - stage, m)
-    ops: list[Op] = [fwd(i) for i in range(warmup)]
-    ops += [fwd_bwd(i + warmup, i) for i in range(m - warmup)]
-    ops += [bwd(i) for i in range(m - warmup, m)]
-    return tuple(ops)
+def check_dualpipe(name: str, pp: int, m: int, v: int) -> None:
+    """DualPipe's own asserts: an even number of ranks, an even number of micro-batches, at
+    least two per rank; one layout chunk per stage (the schedule makes the two mirrored)."""
+    check_one_chunk(name, pp, m, v)
+    if pp % 2:
+        raise ConfigError("schedule.pp", f"{name} needs an even pp, got {pp}")
+    if m % 2 or m < 2 * pp:
+        raise ConfigError("schedule.microbatches", f"{name} needs an even number of "
+                          f"micro-batches, at least 2 * pp = {2 * pp}, got {m}")
+
+
+class _DualPipeRank:
+    """Builds one rank's DualPipe ops: per direction, forwards and backwards in micro-batch
+    order; deferred weight gradients first in, first out."""
+
+    def __init__(self, rank: int, pp: int, m: int) -> None:
+        self.second_half = int(rank >= pp // 2)
+        self.half = m // 2
+        self.next_f, self.next_b = [0, 0], [0, 0]
+        self.deferred: deque[tuple[int, int]] = deque()
+        self.ops: list[Op] = []
+
+    def _chunk(self, phase: int) -> int:  # phase 0: the near direction, 1: the far one
+        return phase ^ self.second_half
+
+    def _take(self, counter: list[int], chunk: int) -> int:
+        counter[chunk] += 1
+        return chunk * self.half + counter[chunk] - 1
+
+    def f(self, phase: int) -> None:
+        c = self._chunk(phase)
+        self.ops.append(fwd(self._take(self.next_f, c), c))
+
+    def b(self, phase: int, defer_w: bool = False) -> None:
+        c = self._chunk(phase)
+        mb = self._take(self.next_b, c)
+        if defer_w:
+            self.deferred.append((mb, c))
+        self.ops.append(bwd(mb, c, defer_w))
+
+    def w(self) -> None:
+        self.ops.append(wgt(*self.deferred.popleft()))
+
+    def fb(self, f_phase: int, b_phase: int) -> None:
+        cf, cb = self._chunk(f_phase), self._chunk(b_phase)
+        self.ops.append(fwd_bwd(self._take(self.next_f, cf), self._take(self.next_b, cb),
+                                cf, cb))
+
+
+def _dualpipe_stage(rank: int, pp: int, m: int) -> StageOps:
+    half_pp, h = pp // 2, min(rank, pp - 1 - rank)
+    r = _DualPipeRank(rank, pp, m)
+    for _ in range(2 * (half_pp - h - 1)):  # (1)
+        r.f(0)
+    for _ in range(h + 1):  # (2)
+        r.f(0)
+        r.f(1)
+    for _ in range(half_pp - h - 1):  # (3)
+        r.b(1, defer_w=True)
+        r.w()
+        r.f(1)
+    for i in range(m // 2 - pp + h + 1):  # (4)
+        if i == 0 and h == half_pp - 1:  # the middle ranks: apart
+            r.f(0)
+            r.b(1)
+        else:
+            r.fb(0, 1)
+        r.fb(1, 0)
+    for _ in range(half_pp - h - 1):  # (5)
+        r.b(1)
+        r.fb(1, 0)
+    defer = False
+    for i in range(h + 1):  # (6)
+        defer = defer or (i == (h + 1) // 2 and h % 2 == 1)
+        r.b(1, defer)
+        defer = defer or (i == (h + 1) // 2 and h % 2 == 0)
+        r.b(0, defer)
+    for _ in range(half_pp - h - 1):  # (7)
+        r.w()
+        r.b(0, defer_w=True)
+    for _ in range(h + 1):  # (8)
+        r.w()
+    assert not r.deferred
+    return tuple(r.ops)
 
 
 def dualpipe(pp: int, m: int, v: int) -> ScheduleOps:
-    """DualPipe-style 1F1B whose steady state overlaps F(i + warm-up) with B(i)."""
+    """DualPipe (DeepSeek-V3): two mirrored chunks per rank fed from both ends, F/B/W split."""
     return tuple(_dualpipe_stage(s, pp, m) for s in range(pp))

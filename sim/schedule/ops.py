@@ -7,13 +7,19 @@ virtual stages. Chunk ``c`` of stage ``s`` is virtual stage ``c * pp + s``
 
 Representation
 --------------
-* :class:`Pass` is one unit of work: the forward ("F") or backward ("B") of one
-  micro-batch through one chunk of one stage.
-* :class:`Op` is what a stage runs as one step: kind "F" or "B" wraps one pass;
-  kind "FB" (DualPipe-style) runs the forward of micro-batch ``microbatch``
-  (chunk ``chunk``) together with the backward of micro-batch ``bwd_microbatch``
-  (chunk ``bwd_chunk``), so one's compute can hide the other's all-to-all. Both
-  passes of an FB op finish when the op does.
+* :class:`Pass` is one unit of work: the forward ("F"), backward ("B") or deferred
+  weight-gradient ("W") of one micro-batch through one chunk of one stage.
+* :class:`Op` is what a stage runs as one step: kind "F", "B" or "W" wraps one pass;
+  kind "FB" (DualPipe) runs the forward of micro-batch ``microbatch`` (chunk ``chunk``)
+  together with the backward of micro-batch ``bwd_microbatch`` (chunk ``bwd_chunk``), so
+  one's compute can hide the other's all-to-all. Both passes of an FB op finish when the op
+  does. A "B" op with ``defer_w`` computes only the input gradient (what the previous stage
+  waits for); its weight gradient runs later as the "W" op of the same (micro-batch, chunk)
+  (zero-bubble split: Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024). Every
+  other B computes both.
+
+Which pipeline stage runs a chunk of a virtual stage is the schedule's placement
+(:mod:`moesim.schedule.placement`): Megatron's ``c * pp + s``, or DualPipe's mirrored pair.
 """
 
 from __future__ import annotations
@@ -23,8 +29,8 @@ from typing import Literal
 
 from moesim.errors import ConfigError
 
-PassKind = Literal["F", "B"]
-OpKind = Literal["F", "B", "FB"]
+PassKind = Literal["F", "B", "W"]
+OpKind = Literal["F", "B", "W", "FB"]
 
 StageOps = tuple["Op", ...]
 """The ordered ops of one stage."""
@@ -35,7 +41,7 @@ ScheduleOps = tuple[StageOps, ...]
 
 @dataclass(frozen=True, order=True)
 class Pass:
-    """Forward or backward of one micro-batch through one chunk of a stage."""
+    """Forward, backward or weight gradient of one micro-batch through one chunk of a stage."""
 
     kind: PassKind
     microbatch: int
@@ -44,22 +50,26 @@ class Pass:
 
 @dataclass(frozen=True)
 class Op:
-    """One step of a stage: a single pass, or (kind "FB") a forward and a backward overlapped."""
+    """One step of a stage: a single pass, or (kind "FB") a forward and a backward overlapped.
+    ``defer_w`` (kind "B" only): the backward computes the input gradient alone."""
 
     kind: OpKind
     microbatch: int
     chunk: int = 0
     bwd_microbatch: int | None = None
     bwd_chunk: int | None = None
+    defer_w: bool = False
 
     def __post_init__(self) -> None:
         paired = self.bwd_microbatch is not None and self.bwd_chunk is not None
-        if self.kind not in ("F", "B", "FB"):
-            raise ConfigError("schedule.op.kind", f"unknown {self.kind!r}; allowed: F, B, FB")
+        if self.kind not in ("F", "B", "W", "FB"):
+            raise ConfigError("schedule.op.kind", f"unknown {self.kind!r}; allowed: F, B, W, FB")
         if (self.kind == "FB") != paired:
             raise ConfigError(
-                "schedule.op", "kind FB needs bwd_microbatch and bwd_chunk; F and B take neither"
+                "schedule.op", "kind FB needs bwd_microbatch and bwd_chunk; F, B, W take neither"
             )
+        if self.defer_w and self.kind != "B":
+            raise ConfigError("schedule.op", f"only a B op defers its W, not {self.kind}")
 
     def passes(self) -> tuple[Pass, ...]:
         """The passes this op runs, in completion order (FB: forward, then backward)."""
@@ -77,11 +87,16 @@ def fwd(microbatch: int, chunk: int = 0) -> Op:
     return Op("F", microbatch, chunk)
 
 
-def bwd(microbatch: int, chunk: int = 0) -> Op:
-    """Backward of ``microbatch`` through ``chunk``."""
-    return Op("B", microbatch, chunk)
+def bwd(microbatch: int, chunk: int = 0, defer_w: bool = False) -> Op:
+    """Backward of ``microbatch`` through ``chunk`` (``defer_w``: input gradient only)."""
+    return Op("B", microbatch, chunk, defer_w=defer_w)
+
+
+def wgt(microbatch: int, chunk: int = 0) -> Op:
+    """The deferred weight gradient of ``microbatch`` through ``chunk``."""
+    return Op("W", microbatch, chunk)
 
 
 def fwd_bwd(f_microbatch: int, b_microbatch: int, f_chunk: int = 0, b_chunk: int = 0) -> Op:
-    """Forward of ``f_microbatch`` overlapped with backward of ``b_microbatch`` (DualPipe-style)."""
+    """Forward of ``f_microbatch`` overlapped with backward of ``b_microbatch`` (DualPipe)."""
     return Op("FB", f_microbatch, f_chunk, b_microbatch, b_chunk)

@@ -9,6 +9,7 @@ from moesim.errors import ConfigError
 from moesim.registry import Registry
 from moesim.schedule import builders
 from moesim.schedule.ops import ScheduleOps
+from moesim.schedule.placement import Placement, PlacementKind
 
 BuildFn = Callable[[int, int, int], ScheduleOps]
 """``(pp, microbatches, virtual_stages) -> ops per stage``."""
@@ -19,12 +20,20 @@ CheckFn = Callable[[str, int, int, int], None]
 
 @dataclass(frozen=True)
 class PipelineSchedule:
-    """A named schedule: its builder and the check its inputs must pass."""
+    """A named schedule: its builder, the check its inputs must pass, and where its chunks run
+    (:mod:`moesim.schedule.placement`)."""
 
     name: str
     build: BuildFn
     check: CheckFn
     description: str = ""
+    placement_kind: PlacementKind = "megatron"
+
+    def placement(self, pp: int, virtual_stages: int = 1) -> Placement:
+        """The chunk -> stage map for ``pp`` stages of ``virtual_stages`` layout chunks."""
+        if self.placement_kind == "mirrored":
+            return Placement("mirrored", pp, 2)
+        return Placement(self.placement_kind, pp, virtual_stages)
 
     def ops(self, pp: int, microbatches: int, virtual_stages: int = 1) -> ScheduleOps:
         """The ordered ops of every stage (ConfigError on inputs it cannot schedule)."""
@@ -72,6 +81,7 @@ INTERLEAVED = register_schedule(
 )
 DUALPIPE = register_schedule(
     PipelineSchedule(
-        "dualpipe", builders.dualpipe, builders.check_one_chunk, "DualPipe-style F/B overlap"
+        "dualpipe", builders.dualpipe, builders.check_dualpipe,
+        "DualPipe: bidirectional, two mirrored chunks per rank, F/B/W split", "mirrored"
     )
 )

@@ -24,10 +24,12 @@ import numpy as np
 
 from moesim.calibration.training import HOT_RATIO
 from moesim.hardware import GemmShape, GpuSpec, gemm_backward_time_s, gemm_time_s, get_gpu
+from moesim.hardware.roofline import gemm_wgrad_time_s
 from moesim.model.accounting import embedding_params, layer_params, router_params
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import Draw, RoutingResult, count_tokens, draw_tokens
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
+from moesim.step.wgrad import attention_wgrad_s, experts_wgrad_s, ffn_wgrad_s, input_grad_costs
 from moesim.workload.costs import (
     LayerCosts,
     LayerShape,
@@ -81,6 +83,14 @@ class LayerPlan:
     recompute_s: np.ndarray | None = None  # [ep coord] (MoE) or [1] (dense): forward compute
     # run again before this layer's backward (StepSpec.recompute); None = no recompute
     routing: LayerRouting | None = None  # MoE only: loads and hot experts (the walk record)
+    wgrad_s: np.ndarray | None = None  # [ep coord] (MoE) or [1] (dense): the weight-gradient
+    # part of the backward (moesim.step.wgrad), set when the schedule defers it (W ops)
+
+    def wgrad_time_s(self, ep_coord: int) -> float:
+        """Seconds of this layer's deferred weight gradient on EP coordinate ``ep_coord``."""
+        if self.wgrad_s is None:
+            return 0.0
+        return float(self.wgrad_s[ep_coord if self.moe is not None else 0])
 
     def recompute_time_s(self, ep_coord: int) -> float:
         """Seconds of forward compute this layer runs again before its backward on EP
@@ -106,6 +116,9 @@ class StepPlan:
     extra_dense: tuple[int, ...]  # per virtual stage: embedding / LM head + final norm
     tp_bytes: float = 0.0  # a TP all-gather / reduce-scatter: the gathered bf16 hidden states
     cp_kv_bytes: float = 0.0  # one forward ring-attention send: the CP rank's K/V chunk
+    input_grad_layers: tuple[LayerPlan, ...] = ()  # W-deferring schedules: each layer with
+    # its backward costs less their weight-gradient part (what a "B" op with defer_w runs)
+    head_wgrad_s: float = 0.0  # the LM head's wgrad kernel (deferred with its chunk's W)
 
 
 def chunk_layers(lay: ParallelLayout, num_layers: int) -> tuple[tuple[int, ...], ...]:
@@ -191,20 +204,46 @@ def _dense_layer(gpu: GpuSpec, shape: LayerShape, index: int,
 
 def _moe_layer(spec: StepSpec, gpu: GpuSpec, shape: LayerShape, index: int,
                core_s: tuple[float, float], shared_s: tuple[float, float], route: Route,
-               priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting]]
+               priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting,
+                                       np.ndarray | None]], split: bool = False
                ) -> LayerPlan:
+    """A MoE layer; ``split``: its ``wgrad_s`` holds its experts' wgrad per EP rank
+    (:func:`_split_w` adds the rest)."""
     routing = route(spec, index)
     known = priced.get(id(routing))  # a routing reused by ``route``: priced once
     if known is None or known[0] is not routing:
         known = priced[id(routing)] = (routing, layer_costs(shape, gpu, routing,
                                                             np.ones(spec.layout.ep)),
-                                       layer_routing(routing))
+                                       layer_routing(routing),
+                                       experts_wgrad_s(shape, gpu, routing) if split else None)
     costs = known[1]
     a2a = _a2a_bytes(spec, routing)
     return LayerPlan(
         index, costs, a2a, 0.0, 0.0, *shared_s, *core_s,
         _etp_bytes(a2a, spec.layout.etp) if spec.layout.etp > 1 else None, routing=known[2],
+        wgrad_s=known[3],
     )
+
+
+def _split_w(spec: StepSpec, gpu: GpuSpec, shape: LayerShape, layer: LayerPlan
+             ) -> tuple[LayerPlan, LayerPlan]:
+    """(``layer`` knowing its whole weight-gradient time, ``layer`` as a deferring B runs it):
+    :mod:`moesim.step.wgrad`. A MoE layer comes with its experts' wgrad per EP rank in
+    ``wgrad_s`` (:func:`_moe_layer`)."""
+    attn_w = attention_wgrad_s(shape, gpu)
+    model = spec.model
+    if layer.moe is None:
+        ffn_w = ffn_wgrad_s(shape, gpu, model.intermediate_size)
+        whole = replace(layer, wgrad_s=np.array([attn_w + ffn_w]))
+        return whole, replace(whole, dense_bwd_s=layer.dense_bwd_s - attn_w - ffn_w,
+                              ffn_bwd_s=layer.ffn_bwd_s - ffn_w)
+    experts_w = layer.wgrad_s
+    assert experts_w is not None
+    shared = model.shared_expert_intermediate_size * model.n_shared_experts
+    ffn_w = ffn_wgrad_s(shape, gpu, shared) if layer.ffn_bwd_s else 0.0  # TP-sharded shared
+    whole = replace(layer, wgrad_s=attn_w + experts_w + ffn_w)
+    return whole, replace(whole, moe=input_grad_costs(layer.moe, attn_w, experts_w),
+                          ffn_bwd_s=layer.ffn_bwd_s - ffn_w)
 
 
 def _shared_experts_s(spec: StepSpec, gpu: GpuSpec, shape: LayerShape) -> tuple[float, float]:
@@ -271,13 +310,18 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
                        etp=lay.etp, main_grad_bytes=GRAD_REDUCE_BYTES[spec.grad_reduce_dtype])
     core = attention_core_s(shape, gpu, 1.0, False), attention_core_s(shape, gpu, 1.0, True)
     shared = _shared_experts_s(spec, gpu, shape)
-    priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting]] = {}
+    priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting, np.ndarray | None]] = {}
     recompute = spec.resolved_recompute()
+    split = any(op.defer_w for ops in spec.ops() for op in ops)  # the schedule has W ops
     layers = [
-        _with_recompute(_moe_layer(spec, gpu, shape, i, core, shared, route, priced)
+        _with_recompute(_moe_layer(spec, gpu, shape, i, core, shared, route, priced, split)
                         if model.moe_layers[i] else _dense_layer(gpu, shape, i, core), recompute)
         for i in range(model.num_layers)
     ]
+    dgrad_layers: tuple[LayerPlan, ...] = ()
+    if split:
+        pairs = [_split_w(spec, gpu, shape, layer) for layer in layers]
+        layers, dgrad_layers = [a for a, _ in pairs], tuple(b for _, b in pairs)
     chunks = chunk_layers(spec.layout, model.num_layers)
     per_layer, extra = _layer_params(spec), _extra_dense(spec, len(chunks))
     dense, expert = _params_per_stage(spec.layout.pp, chunks, per_layer, extra)
@@ -290,5 +334,6 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
         gpu, tuple(layers), chunks, 2.0 * m * model.hidden_size,
         head_fwd if spec.lm_head else 0.0, head_bwd if spec.lm_head else 0.0, dense, expert,
         per_layer, extra, shape.tp_buffer_bytes,
-        shape.gathered_tokens * kv_bytes_per_token(model, lay.tp),
+        shape.gathered_tokens * kv_bytes_per_token(model, lay.tp), dgrad_layers,
+        float(gemm_wgrad_time_s(gpu, head)) if split and spec.lm_head else 0.0,
     )

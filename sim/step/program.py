@@ -11,7 +11,12 @@ Per pass (see :mod:`moesim.schedule` for the orders):
   -> attn_bwd per MoE layer, in reverse layer order; each layer first runs again the forward
   compute its activation recompute needs (``StepSpec.recompute``: the memory plan's choice by
   default; ``LayerPlan.recompute_s``).
-* An FB op (DualPipe-style) with ``spec.fb_overlap`` runs its F and its B as two concurrent
+* A B op with ``defer_w`` (DualPipe) runs each layer's backward less its weight-gradient
+  kernels (``StepPlan.input_grad_layers``, :mod:`moesim.step.wgrad`); the later W op of the
+  same (micro-batch, chunk) computes them, and with ``dp_overlap`` the layers' gradient
+  reduce-scatters start after it. Which stage runs a chunk is the schedule's placement
+  (``StepState.place``; DualPipe: stages ``s`` and ``pp - 1 - s`` on one rank).
+* An FB op (DualPipe) with ``spec.fb_overlap`` runs its F and its B as two concurrent
   processes that share the rank's compute (a capacity-1 resource, FIFO), so one pass's
   all-to-all waits hide behind the other's compute. The all-to-all kernels hold
   :data:`moesim.calibration.OVERLAP_DISPATCHER_SMS` SMs meanwhile, so compute inside an FB op
@@ -44,6 +49,7 @@ import simpy
 from moesim.hardware import cast_time_s, memory_bound_time_s
 from moesim.schedule.ops import Pass
 from moesim.step.plan import LayerPlan
+from moesim.step.sends import grads_done, send
 from moesim.step.state import (
     CATEGORIES,
     OPTIMIZER_BYTES_PER_PARAM,
@@ -224,34 +230,15 @@ def _layer_bwd(st: StepState, rank: int, layer: LayerPlan, mb: int) -> Generated
     yield from _attention(st, rank, layer, key, float(c.attn_bwd[e]))
 
 
-def _peer(st: StepState, rank: int, vstage: int) -> int:
-    """The rank of virtual stage ``vstage`` in ``rank``'s pipeline (same tp, cp, dp
-    coordinates: each TP/CP rank sends its own shard)."""
-    lay, c = st.spec.layout, st.coords[rank]
-    return lay.dense_rank(tp=c["tp"], cp=c["cp"], dp=c["dp"], pp=vstage % lay.pp)
-
-
-def _send(st: StepState, rank: int, kind: str, mb: int, vstage: int) -> None:
-    """Send the input of pass ``kind`` of ``mb`` on ``vstage`` from ``rank`` to its owner."""
-    dst = _peer(st, rank, vstage)
-    box = st.mailbox(kind, mb, vstage, dst)
-    sent = (rank, st.env.now, st.net.flows.n)  # sender, send time, id of the flow send starts
-    gid, done = st.net.expect(1)  # p2p.send without its event of the arrival time
-
-    def arrived(_: simpy.Event) -> None:
-        box.succeed(sent)
-
-    done.callbacks.append(arrived)
-    st.net.start_one(rank, dst, st.plan.act_bytes, gid)
-
-
-def _run_pass(st: StepState, rank: int, p: Pass) -> Generated:
-    pp = st.spec.layout.pp
-    n_virtual = len(st.plan.chunk_layers)
-    vs = p.chunk * pp + rank // (st.spec.layout.world_size // pp)
+def _run_pass(st: StepState, rank: int, p: Pass, defer_w: bool = False) -> Generated:
+    """One pass of ``rank``; a B with ``defer_w`` computes the input gradient only."""
+    vs = st.place.vstage(st.coords[rank]["pp"], p.chunk)
     layers = [st.plan.layers[i] for i in st.plan.chunk_layers[vs]]
-    last = vs == n_virtual - 1
+    last = vs == st.place.n_virtual - 1
     st.enter_pass(p.kind, p.microbatch, vs)
+    if p.kind == "W":
+        yield from _weight_pass(st, rank, vs, layers, last)
+        return
     if p.kind == "F":
         if vs > 0:
             yield from _wait(st, rank, "bubble", st.mailbox("F", p.microbatch, vs, rank))
@@ -260,14 +247,17 @@ def _run_pass(st: StepState, rank: int, p: Pass) -> Generated:
         if last:
             yield from _compute(st, rank, st.plan.head_fwd_s)
         else:
-            _send(st, rank, "F", p.microbatch, vs + 1)
+            send(st, rank, "F", p.microbatch, vs + 1, p.chunk)
         return
     if not last:
         yield from _wait(st, rank, "bubble", st.mailbox("B", p.microbatch, vs, rank))
     else:
-        yield from _compute(st, rank, st.plan.head_bwd_s)
+        yield from _compute(st, rank, st.plan.head_bwd_s - (st.plan.head_wgrad_s if defer_w
+                                                            else 0.0))
     st.b_count[(rank, vs)] = st.b_count.get((rank, vs), 0) + 1
-    reduce = st.spec.dp_overlap and st.b_count[(rank, vs)] == st.spec.microbatches
+    reduce = not defer_w and grads_done(st, rank, vs)
+    if defer_w:
+        layers = [st.plan.input_grad_layers[i] for i in st.plan.chunk_layers[vs]]
     for layer in reversed(layers):
         yield from _layer(st, rank, layer, p.microbatch, backward=True)
         if reduce:
@@ -275,16 +265,37 @@ def _run_pass(st: StepState, rank: int, p: Pass) -> Generated:
     if reduce:
         st.reduce_grads(rank, -1 - vs, st.plan.extra_dense[vs], 0)
     if vs > 0:
-        _send(st, rank, "B", p.microbatch, vs - 1)
+        send(st, rank, "B", p.microbatch, vs - 1, p.chunk)
+
+
+def _weight_pass(st: StepState, rank: int, vs: int, layers: list[LayerPlan], last: bool
+                 ) -> Generated:
+    """The deferred weight gradients of a chunk (:mod:`moesim.step.wgrad`): compute only,
+    layer by layer in backward order (LM head first on the last virtual stage); with
+    ``dp_overlap`` each layer's reduce-scatter starts after its last W."""
+    reduce = grads_done(st, rank, vs)
+    if last:
+        yield from _compute(st, rank, st.plan.head_wgrad_s)
+    e = st.coords[rank]["ep"]
+    for layer in reversed(layers):
+        yield from _compute(st, rank, layer.wgrad_time_s(e))
+        if reduce:
+            st.reduce_grads(rank, layer.index, *st.plan.layer_params[layer.index])
+    if reduce:
+        st.reduce_grads(rank, -1 - vs, st.plan.extra_dense[vs], 0)
 
 
 def _dp_tail(st: StepState, rank: int) -> Generated:
     lay, plan = st.spec.layout, st.plan
     stage = st.coords[rank]["pp"]
-    dense, expert = plan.dense_params[stage], plan.expert_params[stage]
+    held = st.place.vstages_of(stage) if st.place.copies > 1 else (stage,)  # DualPipe: 2
+    dense = sum(plan.dense_params[v] for v in held)
+    expert = sum(plan.expert_params[v] for v in held)
     if not st.spec.dp_overlap:
         st.reduce_grads(rank, -1, dense, expert)
-    shard = dense / (lay.dp * lay.cp) + expert / lay.edp  # dense: over the DP x CP group
+    # dense: over the DP x CP group; a parameter held twice (DualPipe) is sharded over both
+    # copies' groups, so each rank steps half of its two stages' shard
+    shard = (dense / (lay.dp * lay.cp) + expert / lay.edp) / st.place.copies
     opt_s = float(memory_bound_time_s(plan.gpu, shard * OPTIMIZER_BYTES_PER_PARAM,
                                       float(st.slowdown[rank])))
     # FP8 precisions quantise the rank's weights once per step (moesim.hardware.precision)
@@ -317,14 +328,19 @@ def _overlapped(st: StepState, rank: int, passes: tuple[Pass, ...]) -> Generated
 
 
 def rank_program(st: StepState, rank: int) -> Generated:
-    """The whole step of ``rank``: its stage's ops, then the DP/optimizer tail."""
-    stage = rank // (st.spec.layout.world_size // st.spec.layout.pp)
+    """The whole step of ``rank``: its stage's ops, then the DP/optimizer tail. Each op's
+    time less its waits for pipeline inputs is booked by op kind (``StepState.op_kind_s``)."""
+    stage = st.coords[rank]["pp"]
+    bubble = CATEGORIES.index("bubble")
+    by_kind = st.op_kind_s.setdefault(rank, dict.fromkeys(("F", "B", "W", "FB"), 0.0))
     for op in st.ops[stage]:
+        t0, idle0 = st.env.now, st.time_s[rank, bubble]
         if op.kind == "FB" and st.spec.fb_overlap:
             yield from _overlapped(st, rank, op.passes())
-            continue
-        for p in op.passes():
-            yield from _run_pass(st, rank, p)
+        else:
+            for p in op.passes():
+                yield from _run_pass(st, rank, p, op.defer_w)
+        by_kind[op.kind] += st.env.now - t0 - (st.time_s[rank, bubble] - idle0)
     st.last_op_s[rank] = st.env.now
     yield from _dp_tail(st, rank)
     st.end_s[rank] = st.env.now

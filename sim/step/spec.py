@@ -19,8 +19,9 @@ from moesim.parallel.layout import ParallelLayout
 from moesim.parallel.memory import RECOMPUTE_ORDER, choose_recompute
 from moesim.router import RouterConfig
 from moesim.scenario.schema import FabricSpec
-from moesim.schedule import build_schedule
+from moesim.schedule import build_schedule, get_schedule
 from moesim.schedule.ops import ScheduleOps
+from moesim.schedule.placement import Placement
 from moesim.workload.costs import WIRE_DTYPES
 from moesim.workload.dispatchers import DISPATCHER_NAMES, get_dispatcher
 
@@ -197,6 +198,10 @@ class StepSpec:
     def ops(self) -> ScheduleOps:
         """Ordered ops of each pipeline stage."""
         return build_schedule(self.schedule, self.layout.pp, self.microbatches, self.layout.vpp)
+
+    def placement(self) -> Placement:
+        """Which stage runs each chunk of the schedule (:mod:`moesim.schedule.placement`)."""
+        return get_schedule(self.schedule).placement(self.layout.pp, self.layout.vpp)
 
     def check_fabric(self, n_gpus: int, nvlink_domain: int | None = None) -> None:
         """ConfigError unless the fabric has a GPU for every rank and, for a forwarding

@@ -19,6 +19,7 @@ from moesim.collectives.fused_ring import FusedRing
 from moesim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_scatter
 from moesim.engine.network import FlowNetwork
 from moesim.schedule.ops import ScheduleOps
+from moesim.schedule.placement import Placement
 from moesim.step.groups import ring_group
 from moesim.step.plan import LayerPlan, StepPlan
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
@@ -54,6 +55,10 @@ class StepState:
     mail: dict[tuple[str, int, int, int], simpy.Event] = field(default_factory=dict)
     rings: dict[tuple[str, int, int], RingCollective] = field(default_factory=dict)
     b_count: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, vstage) -> B done
+    w_count: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, vstage) -> passes
+    # that computed its weight gradients (B, or W when deferred): moesim.step.program
+    op_kind_s: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> op kind ->
+    # seconds in ops of that kind less their waits for pipeline inputs (moesim.step.program)
     tp_rings: dict[tuple[object, ...], RingCollective | FusedRing] = field(
         default_factory=dict)  # tpcp.py
     cp_mail: dict[tuple[object, ...], simpy.Event] = field(default_factory=dict)  # tpcp.py
@@ -71,6 +76,7 @@ class StepState:
     analytic_a2a: bool = field(default=False, kw_only=True)  # a2a_arrival_s answers without
     # events (fast mode's states; moesim.step.program fuses MoE layers then)
     overlap_compute_factor: float = field(init=False)  # compute inside an FB op (program.py)
+    place: Placement = field(init=False)  # the schedule's chunk -> stage map
 
     def __post_init__(self) -> None:
         lay = self.spec.layout
@@ -84,6 +90,7 @@ class StepState:
         self.gpu = [simpy.Resource(self.net.env, capacity=1) for _ in range(lay.world_size)]
         sms = self.plan.gpu.sm_count  # the overlapped all-to-all holds some of them
         self.overlap_compute_factor = sms / (sms - OVERLAP_DISPATCHER_SMS)
+        self.place = self.spec.placement()
 
     @property
     def env(self) -> simpy.Environment:

@@ -168,9 +168,9 @@ STEP_CASES: tuple[Case, ...] = (
          "DeepSeek-V3' (arXiv:2505.09343v2) Table 4, MPFT: 19.926 s = 180.2K GPU-hours/1T",
          scope="end_to_end", gpu="H800", path="fast",
          lower_is_faster=True,
-         note="fast mode; DualPipe-style, FP8 blockwise GEMMs and casts, DeepEP dispatch, "
-              "GBS 15360; not modelled: the MTP module, the batch ramp over the first 469B "
-              "tokens, DualPipe's bidirectional feeding, the multi-plane fabric",
+         note="fast mode; DualPipe (mirrored chunks, F/B/W split), FP8 blockwise GEMMs and "
+              "casts, DeepEP dispatch, GBS 15360; not modelled: the MTP module, the batch ramp "
+              "over the first 469B tokens, the multi-plane fabric",
          tolerance_why="a whole-run average (2664K GPU-hours / 14.8T tokens) incl. the batch "
                        "ramp and restarts; no per-step spread published: 5% assumed",
          assumptions=("rail-optimised fat tree stands in for the multi-plane fabric",

@@ -16,7 +16,10 @@ What the phases are is the table's own reading: F, B, W passes as DualPipe runs 
 compute, so a phase's time is the rank's time in those passes whatever bound them. moesim's
 counterpart of "1F + 1B + 1W + 1F1B" (17.55 s) is therefore a rank's compute plus its exposed
 all-to-all / TP / CP waits; of "bubble" its waits for pipeline inputs; of "opt" its exposed DP
-collectives plus its optimizer step. The table names no rank, so each stage is compared.
+collectives plus its optimizer step. Phase by phase, moesim runs the same schedule
+(:func:`moesim.schedule.builders.dualpipe`): "1F", "1B", "1W", "1F1B" are a rank's time in its
+F, B, W and FB ops less their waits for pipeline inputs (``StepState.op_kind_s``). The table
+names no rank, so each stage is compared.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ STEP_S = 19.926
 PHASES_S: dict[str, float] = {"1F": 1.13, "bubble": 2.06, "1B": 1.99, "1W": 0.48,
                               "1F1B": 13.95, "opt": 0.29}
 PASS_PHASES = ("1F", "1B", "1W", "1F1B")
+OP_KINDS = ("F", "B", "W", "FB")  # moesim's op kinds behind PASS_PHASES, in that order
 GLOBAL_TOKENS = 15360 * 4096  # the report's batch after its ramp, 4096-token sequences
 GPUS = 2048
 
@@ -45,9 +49,10 @@ _GROUPS: dict[str, tuple[str, ...]] = {
 
 
 def published() -> dict[str, float]:
-    """The compared quantities as published (seconds): passes, bubble, opt."""
+    """The compared quantities as published (seconds): passes, bubble, opt, and each of
+    :data:`PASS_PHASES`."""
     return {"passes": sum(PHASES_S[p] for p in PASS_PHASES), "bubble": PHASES_S["bubble"],
-            "opt": PHASES_S["opt"]}
+            "opt": PHASES_S["opt"], **{p: PHASES_S[p] for p in PASS_PHASES}}
 
 
 def gpu_hours_of_step(step_s: float = STEP_S) -> float:
@@ -62,12 +67,15 @@ class StagePhases:
     stage_s: dict[str, np.ndarray]  # quantity -> [stage]
 
     @staticmethod
-    def from_times(time_s: np.ndarray) -> StagePhases:
+    def from_times(time_s: np.ndarray, kinds_s: np.ndarray | None = None) -> StagePhases:
         """From a [stage, category] array of one rank per stage (categories in
-        :data:`moesim.step.state.CATEGORIES` order)."""
+        :data:`moesim.step.state.CATEGORIES` order) and, if given, its [stage, op kind]
+        seconds (:data:`OP_KINDS` order) for the per-phase quantities."""
         col = {c: i for i, c in enumerate(CATEGORIES)}
-        return StagePhases({q: time_s[:, [col[c] for c in cats]].sum(axis=1)
-                            for q, cats in _GROUPS.items()})
+        out = {q: time_s[:, [col[c] for c in cats]].sum(axis=1) for q, cats in _GROUPS.items()}
+        if kinds_s is not None:
+            out |= {p: kinds_s[:, i] for i, p in enumerate(PASS_PHASES)}
+        return StagePhases(out)
 
     def errors_pct(self) -> dict[str, np.ndarray]:
         """Per quantity and stage: moesim over published, in percent."""

@@ -40,7 +40,7 @@ from moesim.step.result import summarise
 from moesim.validate.ampere import MODELS as AMPERE_MODELS
 from moesim.validate.bridge import PRECISIONS, bridge_model
 from moesim.validate.case import Case
-from moesim.validate.phases import StagePhases
+from moesim.validate.phases import OP_KINDS, StagePhases
 
 
 def megatron_v09_flops(model: ModelConfig, sequences: int, seq_len: int) -> float:
@@ -79,9 +79,10 @@ def simulate_mixtral(microbatches: int = 16) -> tuple[float, StepResult]:
 
 
 @lru_cache(maxsize=2)
-def _run_scenario(scenario: str) -> tuple[StepSpec, StepResult, np.ndarray]:
-    """(spec, result, [stage, category] seconds of one simulated rank per stage) of the shipped
-    step scenario ``scenario`` in its own mode (what :func:`moesim.step.run_step` runs)."""
+def _run_scenario(scenario: str) -> tuple[StepSpec, StepResult, np.ndarray, np.ndarray]:
+    """(spec, result, [stage, category] seconds of one simulated rank per stage, [stage, op
+    kind F B W FB] seconds in its ops less pipeline waits) of the shipped step scenario
+    ``scenario`` in its own mode (what :func:`moesim.step.run_step` runs)."""
     scn = load_scenario_file(resolve(scenario))
     spec = step_spec(scn)
     strategy = step_mode(scn.mode)
@@ -90,13 +91,15 @@ def _run_scenario(scenario: str) -> tuple[StepSpec, StepResult, np.ndarray]:
     sim = np.asarray(sorted(ranks), dtype=np.int64)
     stage = sim // (spec.layout.world_size // spec.layout.pp)
     first = np.unique(stage, return_index=True)[1]  # one rank per stage (fast mode: the one)
-    return spec, result, st.time_s[sim[first]].copy()
+    reps = sim[first].tolist()
+    kinds = np.array([[st.op_kind_s[r][k] for k in OP_KINDS] for r in reps], dtype=float)
+    return spec, result, st.time_s[reps].copy(), kinds
 
 
 def simulate_gpu_hours(scenario: str) -> tuple[float, StepResult]:
     """(GPU-hours per trillion tokens, the step result) of the shipped step scenario
     ``scenario`` in its own mode: step time x GPUs / tokens per step, scaled to 1e12 tokens."""
-    spec, result, _ = _run_scenario(scenario)
+    spec, result, _, _ = _run_scenario(scenario)
     gpus = spec.layout.world_size
     return result.step_time_s * gpus / 3600 * 1e12 / spec.global_tokens, result
 
@@ -104,7 +107,8 @@ def simulate_gpu_hours(scenario: str) -> tuple[float, StepResult]:
 def stage_phases(scenario: str) -> StagePhases:
     """Each pipeline stage's time in passes, bubble and optimizer (:mod:`.phases`), from the
     same (cached) run as :func:`simulate_gpu_hours`."""
-    return StagePhases.from_times(_run_scenario(scenario)[2])
+    _, _, times, kinds = _run_scenario(scenario)
+    return StagePhases.from_times(times, kinds)
 
 
 def step_detail(result: StepResult) -> str:
