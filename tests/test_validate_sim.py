@@ -218,7 +218,8 @@ def test_published_phases_are_one_step_and_the_gpu_hours_case() -> None:
     assert sum(PHASES_S.values()) == pytest.approx(STEP_S, rel=0.002)
     assert gpu_hours_of_step() == pytest.approx(180.2e3, rel=1e-3)
     assert gpu_hours_of_step() == pytest.approx(180e3, rel=0.002)
-    assert published() == pytest.approx({"passes": 17.55, "bubble": 2.06, "opt": 0.29})
+    assert published() == pytest.approx({"passes": 17.55, "bubble": 2.06, "opt": 0.29,
+                                         "1F": 1.13, "1B": 1.99, "1W": 0.48, "1F1B": 13.95})
 
 
 def test_stage_phases_by_hand() -> None:
@@ -231,3 +232,8 @@ def test_stage_phases_by_hand() -> None:
     assert ph.stage_s["opt"].tolist() == pytest.approx([0.3, 0.29])
     assert ph.errors_pct()["passes"][1] == pytest.approx(0.0, abs=1e-9)
     assert "bubble 2.06 s vs 3.03 s median stage" in ph.line()
+    kinds = np.array([[1.13, 1.99, 0.48, 13.95], [0.5, 1.0, 0.24, 10.0]])  # F, B, W, FB ops
+    by_kind = StagePhases.from_times(times, kinds)
+    assert by_kind.stage_s["1W"].tolist() == [0.48, 0.24]
+    assert by_kind.errors_pct()["1F1B"][1] == pytest.approx((10.0 / 13.95 - 1) * 100)
+    assert "1F 1.13 s vs 0.81 s median stage" in by_kind.line()

@@ -174,7 +174,8 @@ STEP_CASES: tuple[Case, ...] = (
          tolerance_why="a whole-run average (2664K GPU-hours / 14.8T tokens) incl. the batch "
                        "ramp and restarts; no per-step spread published: 5% assumed",
          assumptions=("rail-optimised fat tree stands in for the multi-plane fabric",
-                      "DualPipe simplified to one direction")),
+                      "DualPipe's batched point-to-point sends not modelled (each pass's "
+                      "output leaves when it ends)")),
 )
 
 CASES: tuple[Case, ...] = (DEEPEP_CASES + LL_CASES + NCCL_CASES + PARAM_CASES + CHECKPOINT_CASES
