@@ -77,7 +77,8 @@ def _split_table(left: int, right: int, top_k: int) -> np.ndarray:
 @lru_cache(maxsize=16)
 def _halves(top_k: int) -> np.ndarray:
     """float64 [(top_k + 1)^2, 2 (top_k + 1)]: (need r, left takes a) -> left needs a (first
-    top_k + 1 columns), right needs r - a (last top_k + 1); a matmul sums the groups."""
+    top_k + 1 columns), right needs r - a (last top_k + 1); a matmul sums the groups (the
+    fastest of the ways measured: gathers and strided diagonals cost 3-6x more)."""
     width = top_k + 1
     out = np.zeros((width * width, 2 * width))
     for need in range(width):
@@ -86,6 +87,26 @@ def _halves(top_k: int) -> np.ndarray:
             out[need * width + a, width + need - a] = 1.0
     out.setflags(write=False)
     return out
+
+
+Level = tuple[int, tuple[tuple[int, np.ndarray, np.ndarray], ...]]
+"""One halving of :func:`split_blocks`: blocks after it, and per block size (ascending) the
+blocks of that size and where their halves (or the block itself, size 1) go."""
+
+
+@lru_cache(maxsize=64)
+def _levels(n_blocks: int) -> tuple[Level, ...]:
+    """The halvings of ``n_blocks`` blocks down to single blocks (order kept)."""
+    levels: list[Level] = []
+    sizes = np.array([n_blocks])
+    while sizes.max() > 1:
+        nxt = np.concatenate([[s // 2, s - s // 2] if s > 1 else [s] for s in sizes])
+        start = np.concatenate([[0], np.cumsum(np.where(sizes > 1, 2, 1))[:-1]])
+        steps = tuple((int(size), np.flatnonzero(sizes == size), start[sizes == size])
+                      for size in np.unique(sizes).tolist())
+        levels.append((int(nxt.size), steps))
+        sizes = nxt
+    return tuple(levels)
 
 
 def split_blocks(rng: np.random.Generator, need: np.ndarray, n_blocks: int,
@@ -99,28 +120,37 @@ def split_blocks(rng: np.random.Generator, need: np.ndarray, n_blocks: int,
     width = need.shape[-1]
     halves = _halves(width - 1)
     groups = need.astype(np.int64)[..., None, :]
-    sizes = np.array([n_blocks])
-    while sizes.max() > 1:
-        nxt_sizes = np.concatenate([[s // 2, s - s // 2] if s > 1 else [s] for s in sizes])
-        start = np.concatenate([[0], np.cumsum([2 if s > 1 else 1 for s in sizes])[:-1]])
-        nxt = np.empty((*groups.shape[:-2], nxt_sizes.size, width), dtype=np.int64)
-        for size in np.unique(sizes).tolist():
-            at = np.flatnonzero(sizes == size)
+    for count, steps in _levels(n_blocks):
+        nxt = np.empty((*groups.shape[:-2], count, width), dtype=np.int64)
+        for size, at, start in steps:
+            whole = at.size == groups.shape[-2]  # every block this size: no gather
+            part = groups if whole else groups[..., at, :]
             if size == 1:
-                nxt[..., start[at], :] = groups[..., at, :]
+                nxt[..., start, :] = part
                 continue
             table = _split_table(size // 2 * block, (size - size // 2) * block, width - 1)
-            split = rng.multinomial(groups[..., at, :], table)  # [..., at, need, left]
+            split = rng.multinomial(part, table)  # [..., at, need, left]
             moved = split.reshape(*split.shape[:-2], -1) @ halves  # exact: integers < 2^53
-            nxt[..., start[at], :] = moved[..., :width]
-            nxt[..., start[at] + 1, :] = moved[..., width:]
-        groups, sizes = nxt, nxt_sizes
+            if whole and count == 2 * at.size:
+                nxt[..., 0::2, :], nxt[..., 1::2, :] = moved[..., :width], moved[..., width:]
+            else:
+                nxt[..., start, :] = moved[..., :width]
+                nxt[..., start + 1, :] = moved[..., width:]
+        groups = nxt
     return groups
 
 
 SUBSETS_MAX = 4096
 """Most j-subsets of an EP rank's experts enumerated by :func:`within_rank` (more: it draws
 each token's subset with :func:`moesim.router.sampling.topk_columns`)."""
+
+
+@lru_cache(maxsize=64)
+def _subsets(block: int, j: int) -> np.ndarray:
+    """int64 [C(block, j), j]: the j-subsets of range(block), in :func:`_members`' order."""
+    out = np.array(list(combinations(range(block), j)), dtype=np.int64).reshape(-1, j)
+    out.setflags(write=False)
+    return out
 
 
 @lru_cache(maxsize=64)
@@ -152,6 +182,10 @@ def within_rank(rng: np.random.Generator, taken: np.ndarray, block: int) -> np.n
         elif comb(block, j) <= SUBSETS_MAX:
             kinds = comb(block, j)
             subset = rng.integers(0, kinds, size=total)
+            if total * j < cells:  # few: add each token's experts (same counts)
+                at = np.repeat(np.arange(cells) * block, n)[:, None] + _subsets(block, j)[subset]
+                np.add.at(flat.reshape(-1), at.ravel(), 1)
+                continue
             cell = np.repeat(np.arange(cells) * kinds, n)
             per_cell = np.bincount(cell + subset, minlength=cells * kinds)
             flat += (per_cell.reshape(cells, kinds) @ _members(block, j)).astype(np.int64)
