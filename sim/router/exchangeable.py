@@ -186,6 +186,10 @@ def within_rank(rng: np.random.Generator, taken: np.ndarray, block: int) -> np.n
                 at = np.repeat(np.arange(cells) * block, n)[:, None] + _subsets(block, j)[subset]
                 np.add.at(flat.reshape(-1), at.ravel(), 1)
                 continue
+            if cells * kinds > 4 * total * j:  # many kinds: count each token's experts
+                at = np.repeat(np.arange(cells) * block, n)[:, None] + _subsets(block, j)[subset]
+                flat += np.bincount(at.ravel(), minlength=cells * block).reshape(cells, block)
+                continue
             cell = np.repeat(np.arange(cells) * kinds, n)
             per_cell = np.bincount(cell + subset, minlength=cells * kinds)
             flat += (per_cell.reshape(cells, kinds) @ _members(block, j)).astype(np.int64)
