@@ -62,6 +62,10 @@ runs made back to back, not across the notes below.
   was loaded all session; 3 interleaved rounds): main 28ee7c1 4.13-4.56 s wall; int16
   candidates, one worker drawing layers ahead, 147 instead of 169 modules imported: 3.12-3.22 s
   (0.74x), 188-198 MB peak; benchmarks/README.md.
+* whole ``moesim step``, session 16 (2026-12-04 04:29, ``chrt -f 1``, load 7): the uniform
+  router draws each layer's counts directly (moesim.router.exchangeable): main d08fa5f
+  2.12 / 2.10 s -> 1.81 / 1.85 s (CPU 3.04-3.08 -> 2.24-2.30 s), peak 193-197 -> 157 MiB;
+  benchmarks/README.md.
 * ``--shape simai --routing-draws 0``, 9,216 GPUs (dp 384, 24 micro-batches, 96 layers),
   14:55 at load ~10: median of 3 23.78 s wall, step 6.097 s, max RSS 142 MB; 15:17 at load
   ~7: 14.34 s wall, 7.43 s CPU. Its time is the SimPy run and the interleaved schedule's
