@@ -136,28 +136,29 @@ def test_incremental_solves_equal_full_solves(case: tuple) -> None:
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-def test_few_flows_on_a_large_fabric_solve_bit_for_bit_as_on_the_whole_fabric(
-    weighted: bool,
+def test_solving_on_the_crossed_links_is_bit_for_bit_the_whole_fabric_solve(
+    weighted: bool, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """maxmin.solve renumbers the crossed links when the fabric is much larger than the
-    route entries; rates, bottleneck links, loads and passes equal the whole-fabric solve."""
+    """maxmin.solve renumbers the links the unfrozen flows cross once they are few (from the
+    start on a large fabric, or after some passes); rates, bottleneck links, loads and passes
+    equal those of a solve that never renumbers."""
     from moesim.engine import maxmin
 
     rng = np.random.default_rng(15)
-    n_links, hops = 5000, 4
     passes = []
-    for n_flows in (1, 7, 60, 400):
-        links = rng.integers(0, 300, size=(hops, n_flows)) * 16  # spread over the fabric
+    for n_links, n_flows in ((5000, 1), (5000, 7), (5000, 60), (5000, 400), (600, 400)):
+        links = rng.integers(0, n_links // 16, size=(4, n_flows)) * 16  # spread over the fabric
         links[3, : n_flows // 3] = n_links  # some shorter routes (padding)
         wts = np.where(links == n_links, 0.0, rng.choice([0.25, 0.5, 1.0], links.shape))
-        cap = rng.uniform(1.0, 10.0, n_links)
-        args = (links, wts if weighted else None, cap)
-        assert maxmin.COMPACT_BELOW * links.size < n_links  # the renumbered path runs
-        got, whole = maxmin.solve(*args), maxmin._solve(*args)
+        args = (links, wts if weighted else None, rng.uniform(1.0, 10.0, n_links))
+        got = maxmin.solve(*args)
+        with monkeypatch.context() as m:
+            m.setattr(maxmin, "COMPACT_BELOW", np.inf)  # never renumber
+            whole = maxmin.solve(*args)
         assert whole.load_Bps is not None and got.load_Bps is not None
         assert np.array_equal(got.rate_Bps, whole.rate_Bps)
         assert np.array_equal(got.bottleneck_link, whole.bottleneck_link)
         assert np.array_equal(got.load_Bps, whole.load_Bps)
         assert got.passes == whole.passes
         passes.append(whole.passes)
-    assert max(passes) > 1  # a multi-level case is among them
+    assert max(passes) > 1  # multi-level cases are among them

@@ -38,9 +38,10 @@ LEVEL_RTOL = 1e-9
 """Levels within this relative distance count as equal (one freezing pass)."""
 
 COMPACT_BELOW = 0.5
-"""Solve on the crossed links only when the fabric has more links than this x the route
-entries (hops x flows): the per-link arrays then cost more than the renumbering (cut1024's
-solves, 8,256 links: 0.63-0.79x solver time; step256's 2,000-flow solves: 1.07x if compacted)."""
+"""A pass works on the links its unfrozen flows cross only (renumbered) when the working set
+has more links than this x their route entries (hops x flows): the per-link arrays then cost
+more than the renumbering. Captured solves: cut1024's (8,256 links, median 77 flows) 0.67-0.74x
+solver time, step256's (1,680 links, up to ~4,000 flows; later passes have few) 0.85-0.94x."""
 
 
 @dataclass(frozen=True)
@@ -70,78 +71,73 @@ def max_min_rates(links: np.ndarray, weights: np.ndarray, cap_Bps: np.ndarray) -
 def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) -> Allocation:
     """:func:`max_min_rates`; ``weights=None`` means weight 1 on every real hop (faster).
 
-    A few flows on a large fabric are solved on the links they cross only
-    (:func:`_solve_compact`)."""
-    if COMPACT_BELOW * links.size < cap_Bps.shape[0]:
-        return _solve_compact(links, weights, cap_Bps)
-    return _solve(links, weights, cap_Bps)
-
-
-def _solve_compact(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray
-                   ) -> Allocation:
-    """:func:`_solve` on the links the flows cross, renumbered in their order: every
-    per-link array shrinks to them, and each link's sums add the same terms in the same
-    order, so the answer is bit for bit that of the whole fabric."""
-    pad = cap_Bps.shape[0]
-    crossed = np.zeros(pad + 1, dtype=bool)
-    crossed[links] = True
-    crossed[pad] = True  # the padding link stays the last one
-    old_id = crossed.nonzero()[0]
-    new_id = np.empty(pad + 1, dtype=np.int64)
-    new_id[old_id] = np.arange(old_id.size)
-    alloc = _solve(new_id[links], weights, cap_Bps[old_id[:-1]])
-    assert alloc.load_Bps is not None
-    bneck = np.where(alloc.bottleneck_link >= 0, old_id[alloc.bottleneck_link], -1)
-    load = np.zeros(pad)
-    load[old_id[:-1]] = alloc.load_Bps
-    return Allocation(rate_Bps=alloc.rate_Bps, bottleneck_link=bneck, passes=alloc.passes,
-                      load_Bps=load)
-
-
-def _solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) -> Allocation:
+    The per-link arrays cover only the links the unfrozen flows cross once those are few
+    (:data:`COMPACT_BELOW`, :func:`_renumber`): links keep their order, so each link's sums
+    add the same terms in the same order, and the answer is bit for bit that of the whole
+    fabric."""
     n_flows = links.shape[1]
     pad = cap_Bps.shape[0]
-    cap = np.append(cap_Bps, np.inf)
     rate = np.full(n_flows, np.inf)
     bneck = np.full(n_flows, -1, dtype=np.int64)
+    load = np.zeros(pad + 1)  # per fabric link: a link leaves the working set with its load
+    fabric_id = np.arange(pad + 1)  # working link -> fabric link (the last: the padding link)
+    cap = np.append(cap_Bps, np.inf)
     weight_left = link_sum(links, weights, None, pad)
     weight_left[pad] = 0.0
     used = np.zeros(pad + 1)
     ids = np.arange(n_flows)
     lk, wt = links, weights
     passes = 0
-    level = np.empty(pad + 1)
     while ids.size:
+        if COMPACT_BELOW * lk.size < fabric_id.size - 1:
+            load[fabric_id] = used
+            lk, kept = _renumber(lk, fabric_id.size)
+            fabric_id, cap, weight_left, used = (fabric_id[kept], cap[kept], weight_left[kept],
+                                                 used[kept])
         passes += 1
+        w_pad = fabric_id.size - 1  # the padding link's working id
         idle = weight_left <= 0  # idle links: level infinite (no division, no errstate)
-        level.fill(np.inf)
-        np.divide(np.maximum(cap - used, 0.0), weight_left, out=level, where=~idle)
-        pair_level = level[lk]
+        level = np.full(w_pad + 1, np.inf)
+        head = np.subtract(cap, used)
+        np.divide(np.maximum(head, 0.0, out=head), weight_left, out=level, where=~idle)
+        pair_level = level.take(lk)
         flow_min = pair_level.min(axis=0)
         lower = pair_level > flow_min * (1.0 + LEVEL_RTOL)
-        blocked = np.bincount(np.where(lower, lk, pad).ravel(), minlength=pad + 1) > 0
-        blocked |= idle
-        on_min = ~blocked[lk]
-        first = _first_on(lk, on_min)
+        blocked = idle.copy()
+        blocked[lk[lower]] = True
+        first = _first_on(lk, (~blocked).take(lk))
         is_done = first >= 0
         done = is_done.nonzero()[0]  # nonzero()[0], not flatnonzero: fewer wrapper calls
         if not done.size:  # only flows without real links remain
             break
         if done.size == ids.size:
-            rate[ids], bneck[ids] = flow_min, first
-            used += link_sum(lk, wt, flow_min, pad)
+            rate[ids], bneck[ids] = flow_min, fabric_id[first]
+            used += link_sum(lk, wt, flow_min, w_pad)
             break
-        level_done = flow_min[done]
-        rate[ids[done]], bneck[ids[done]] = level_done, first[done]
+        level_done, at = flow_min[done], ids[done]
+        rate[at], bneck[at] = level_done, fabric_id[first[done]]
         dl = lk.take(done, axis=1)
         dw = None if wt is None else wt.take(done, axis=1)
-        used += link_sum(dl, dw, level_done, pad)
-        weight_left -= link_sum(dl, dw, None, pad)
+        used += link_sum(dl, dw, level_done, w_pad)
+        weight_left -= link_sum(dl, dw, None, w_pad)
         weight_left[~blocked] = 0.0
         keep = (~is_done).nonzero()[0]
         ids, lk = ids[keep], lk.take(keep, axis=1)
         wt = None if wt is None else wt.take(keep, axis=1)
-    return Allocation(rate_Bps=rate, bottleneck_link=bneck, passes=passes, load_Bps=used[:pad])
+    load[fabric_id] = used
+    return Allocation(rate_Bps=rate, bottleneck_link=bneck, passes=passes, load_Bps=load[:pad])
+
+
+def _renumber(links: np.ndarray, n_ids: int) -> tuple[np.ndarray, np.ndarray]:
+    """``links`` (ids below ``n_ids``, the last the padding link) renumbered over the ids they
+    use, in order, the padding link kept last; and those ids (new id -> old id)."""
+    crossed = np.zeros(n_ids, dtype=bool)
+    crossed[links] = True
+    crossed[n_ids - 1] = True
+    kept = crossed.nonzero()[0]
+    new_id = np.empty(n_ids, dtype=np.int64)
+    new_id[kept] = np.arange(kept.size)
+    return new_id[links], kept
 
 
 def _first_on(links: np.ndarray, on: np.ndarray) -> np.ndarray:
