@@ -13,26 +13,42 @@ max-min makespan (gap < 0.02 %: on these fabrics each flow's bottleneck stays sa
 with releases staggered over 0-0.2 ms it stays below the engine, by up to 1.5 % (rail, zipf),
 4.4 % (rail, hot), 5.4 % (HGX, hot) and 12.9 % (HGX, zipf).
 
-Ring reduce-scatter / all-gather (:class:`RingTimer`, under D-mod-K and spray; under ECMP fast
-mode runs the rings as flows instead, :mod:`moesim.step.ringflows`): a ring of ``n`` ranks
-moves ``size / n`` per rank per step for ``n - 1`` steps between the same neighbour pairs. All
+Ring reduce-scatter / all-gather (:class:`RingTimer`): a ring of ``n`` ranks moves
+``size / n`` per rank per step for ``n - 1`` steps between the same neighbour pairs. All
 replicas reach a layer's gradient reduction together (symmetry), so the rings of a kind (the
-DP ring and every EDP ring of the stage) run at once. The timer routes the ring edges that
-start or end on the representative rank's host (:func:`ring_pairs`; or any set of pairs, e.g.
-every edge of a stage's rings: :func:`stage_ring_pairs`). It shares each link equally among
-the jobs with bytes left on it (processor sharing of each job's
-``(n - 1) * size / n * pairs_on_link``, as the engine shares a link between one in-flight
-chunk of each ring); a job ends at the later of ``(n - 1)`` back-to-back loads of its busiest
-link, ``n - 1`` dependent hops (mean of the rings' sends: ``size / n / idle rate + latency``),
-and the last of its links' shared drains: the slowest of the rings it routed, as the step
-waits for its slowest replica. Interference with all-to-all traffic and pipeline sends is not
-modelled, nor another stage's rings. Measured against the engine (all DP and EDP rings of a
-stage started together, 32 GPUs, tests/test_step_fast.py): each ring within 1 %, alone or
-beside the other. D-mod-K and spray spread a ring's cross-host edges (shifts between hosts)
-over the uplinks, so the host's edges see what the stage's do; ECMP hashes other hosts' edges
-onto this host's uplinks (:mod:`moesim.step.replicas`). 128 GPUs, 1:1 rail fabric, D-mod-K
-(``tests/test_step_congestion.py``): full mode 436.57 ms, the host's timer 428.13 ms (-1.9 %),
-the stage's rings as flows 431.76 ms.
+DP ring and every EDP ring of the stage) run at once. Under ECMP the timer routes every ring
+edge of the stage (:func:`stage_ring_pairs`, :func:`stage_ring_timer`: on the whole fabric's
+routes, so ECMP draws the uplinks full mode draws); under D-mod-K and spray, the ring edges
+that start or end on the representative rank's host (:func:`ring_pairs`,
+:func:`stage_wide_rings` says why). It shares each link equally among the jobs with
+bytes left on it (processor sharing of each job's ``(n - 1) * size / n * pairs_on_link``, as
+the engine shares a link between one in-flight chunk of each ring); a job ends at the later of
+``(n - 1)`` back-to-back loads of its busiest link, ``n - 1`` dependent hops (mean of the
+rings' sends: ``size / n / idle rate + latency``), and the last of its links' shared drains:
+the slowest of the rings it routed, as the step waits for its slowest replica. Interference with
+all-to-all traffic is not modelled, nor another stage's rings. Measured against the engine
+(all DP and EDP rings of a stage started together, 32 GPUs, tests/test_step_fast.py): each
+ring within 1 %, alone or beside the other.
+
+Why the whole stage under ECMP (the host was the scope everywhere before 2026-12-03):
+a ring's cross-host edges meet the other hosts' on leaf uplinks and spines, and ECMP hashes
+some of them onto one uplink while another idles, on a 1:1 fabric too. 128 GPUs, 1:1 rail
+fabric with ECMP (``tests/test_step_congestion.py``): three of the DP ring's four cross-host
+edges of an SU hash onto one leaf uplink and four EDP edges onto another; full mode's step
+535.32 ms, the host's rings 431.86 ms (-19.3 %), the stage's rings 528.73 ms (-1.2 %). The
+draw must be the whole fabric's (:mod:`moesim.fabric.subfabric` hashes whole-fabric ids):
+the stage's rings on a sub-fabric that hashed its own node numbers gave 451.59 ms. At 256
+and 512 GPUs (1:1, PP 4 and 8) the stage's rings are -4.5 % and -3.0 % (full 645.85 and
+864.18 ms). At 256 GPUs, stage 0 (the last to end): full mode starts its gradient tail 14 ms
+later (all-to-alls beside other traffic), and its embedding's reduce-scatter ranks finish one
+after another over 479-575 ms, all-gathers ending 606-646 ms, where the one job per ring
+kind here ends them at 520 and 615 ms: the per-rank spread that :mod:`moesim.step.ringjob`
+times (the whole-fabric phases: +0.9 % at 256 GPUs 1:1, 20-50x the estimate's cost). Full
+mode with every rank made to wait for its whole ring gives 630.65 ms: the per-rank tail is
+15 of the 29 ms; the other half comes before the tail (stage 0 starts it 14 ms later in full
+mode; stage 2's all-to-alls wait 60.5 ms there, 48.9 here: traffic the all-to-all estimate
+does not put beside them). ``Fast(phases="replicas")`` (what ``Fast()`` runs under ECMP on a
+1:1 fabric since 2026-12-04) sees both: :mod:`moesim.step.ringflows`.
 """
 
 from __future__ import annotations
@@ -44,6 +60,10 @@ import numpy as np
 import simpy
 
 from moesim.engine.routing import Router
+from moesim.fabric.spec import FabricSpec
+from moesim.fabric.subfabric import GraphIndex
+from moesim.parallel.layout import ParallelLayout
+from moesim.step.groups import ring_group
 
 RingGroup = Callable[[str, int], tuple[int, ...]]
 """(ring kind "dp" or "edp", rank) -> the ring's ranks, in ring order."""
@@ -140,8 +160,32 @@ def stage_ring_pairs(ranks: list[int], ring_group: RingGroup) -> RingPairs:
     return RingPairs(pairs, {kind: set(found) for kind, found in pairs.items()}, members)
 
 
+def stage_wide_rings(fabric: FabricSpec) -> bool:
+    """Whether fast mode times a stage's rings over every ring edge of the stage
+    (:func:`stage_ring_timer`) rather than over the representative host's (module docstring):
+    under ECMP, whose hash puts other hosts' ring edges on this host's uplinks. D-mod-K and
+    spray spread a ring's cross-host edges (shifts between hosts) over the uplinks: on the
+    128-GPU 1:1 rail fabric the two scopes give the same step
+    (tests/test_step_congestion.py), and routing a whole stage's ring edges costs ~0.2 s per
+    576-GPU stage at 9,216 GPUs (the benchmark step of benchmarks/bench_step.py, 16 stages:
+    with ECMP 3.2-3.8 s CPU before, 4.9-5.4 s with the stage's rings, step 10.491 ->
+    11.697 s), so they keep the host's."""
+    return fabric.multipath == "ecmp"
+
+
+def stage_ring_timer(env: simpy.Environment, index: GraphIndex, lay: ParallelLayout,
+                     stage: int) -> RingTimer:
+    """The :class:`RingTimer` of every DP and EDP ring of pipeline stage ``stage`` (its ranks
+    are consecutive: pp is the outermost coordinate), routed as on the whole fabric
+    (:meth:`GraphIndex.global_router`: on the stage's sub-fabric where that routes alike)."""
+    per = lay.world_size // lay.pp
+    ranks = list(range(stage * per, (stage + 1) * per))
+    rp = stage_ring_pairs(ranks, lambda ring, r: ring_group(lay, ring, r))
+    return RingTimer(env, index.global_router(ranks), rp)
+
+
 class RingTimer:
-    """DP / EDP ring jobs over the pairs ``rp`` (a host's: :func:`ring_pairs`),
+    """DP / EDP ring jobs over the pairs ``rp`` (a stage's: :func:`stage_ring_timer`),
     sharing each link fairly (module docstring); ``router`` must cover ``rp.ends``."""
 
     def __init__(self, env: simpy.Environment, router: Router, rp: RingPairs) -> None:

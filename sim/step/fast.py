@@ -13,7 +13,10 @@ collectives are real flows. What spans replicas is timed by :mod:`moesim.step.es
   ``dispatch_bwd``, 0 before ``dispatch`` / ``combine_bwd``. So a hot expert rank still
   delays the representative, but members leave every all-to-all together (the engine lets
   each receiver go when its own bytes are in);
-* DP / EDP ring reduce-scatters and all-gathers: :class:`moesim.step.estimate.RingTimer`.
+* DP / EDP ring reduce-scatters and all-gathers: :class:`moesim.step.estimate.RingTimer`;
+  with ``replicas`` (``Fast()`` on a 1:1 ECMP fabric) the representative's flows stand for
+  every replica's copies (:mod:`moesim.step.replicas`) and the rings are flows beside them
+  (:mod:`moesim.step.ringflows`).
 
 Not seen by fast mode, by design: anything that breaks the symmetry outside the
 representative pipeline (a degraded link or slow GPU of another replica; tested: full mode
@@ -22,12 +25,9 @@ what the estimates count. ``routing_draws = R`` reuses the routing of the first 
 layers cyclically (a stationary router; drawing one routing costs about 0.1 s at EP64 with
 4096 tokens per rank); ``None`` draws every layer as full mode does.
 
-Wall time: 0.82-1.88 s (medians of 5 through one day) for a 9,216-GPU moe-1t step on a shared
-2-core machine whose speed varies about 2x (benchmarks/bench_step.py: command, history,
-back-to-back ratios).
-MoE layers of the representative run as one timeout each when nothing in them is a flow
-(:func:`moesim.step.program._fused_moe`), and lone pipeline sends skip the rate solver
-(:mod:`moesim.engine.solo`).
+Speed (benchmarks/bench_step.py): MoE layers of the representative run as one timeout each
+when nothing in them is a flow (:func:`moesim.step.program._fused_moe`), lone pipeline sends
+skip the rate solver (:mod:`moesim.engine.solo`).
 
 Measured (tests/test_step_fast.py): 32 GPUs (rail, 8 hosts x 4 H100), mixtral-shaped 4
 layers, EP8 over 2 hosts, PP2, DP16, 3 micro-batches: fast 3.2 % below full (full 70.0 ms,
@@ -35,18 +35,10 @@ fast 67.7 ms; 2 micro-batches: 3.7 %); with host 3's gpu1-nic1 link at 25 % (a r
 that is not the representative): full +54 %, fast unchanged. The sub-fabric keeps D-mod-K
 routes identical, so the representative's own flows match full mode's.
 
-At scale (2026-12-03, after ring collectives began sending one chunk at a time in step
-order, moesim.collectives.ring, and with the sustained GEMM rate): 128 GPUs (16 H800 hosts of
-``rail-h200-4096``), moe-1t cut to 4 layers, PP2 EP64 DP64, 2 micro-batches: fast 585.6 ms,
-full 592.0 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16 EP64 DP64, 1 micro-batch (bench_step.py
---layers 16 --microbatches 1): fast 1.092 s, full 1.176 s (-7.1 %). Before the ring change
-the gaps were -23.7 % and -25 %: a full-mode ring rank that fell behind sent its backlog of
-chunks as concurrent flows sharing its link, so every chunk
-landed late and its successor idled (the DP all-gathers of the tail took 1.6-2.7x their
-alone time); NCCL sends a channel's chunks in order, as fast mode's FIFO ring model assumes.
-What remains of the gap at 1,024 GPUs is not traced (candidates: the all-to-all estimate's
-release offsets, moesim.step.estimate; fair sharing between a DP and an EDP ring on one link,
-which the estimate queues FIFO: tests/test_step_fast.py).
+At scale (2026-12-03; chunked rings in step order, moesim.collectives.ring): 128 GPUs (16
+H800 hosts of ``rail-h200-4096``), moe-1t cut to 4 layers, PP2 EP64 DP64, 2 micro-batches:
+fast 585.6 ms, full 592.0 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16, 1 micro-batch
+(bench_step.py --layers 16 --microbatches 1): fast 1.092 s, full 1.176 s (-7.1 %, not traced).
 
 Not supported: expert-TP groups outside the pipeline (``etp`` other than 1 or ``tp``);
 the critical-path walk (its all-to-alls have no flows).
@@ -55,6 +47,7 @@ the critical-path walk (its all-to-alls have no flows).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
@@ -70,16 +63,26 @@ from moesim.fabric.build import build_table
 from moesim.fabric.subfabric import GraphIndex, MappedRouter
 from moesim.parallel.layout import ParallelLayout
 from moesim.schedule.ops import ScheduleOps
-from moesim.step.estimate import A2ATimer, RingPairs, RingTimer
+from moesim.step.estimate import A2ATimer, RingPairs, RingTimer, stage_ring_timer, stage_wide_rings
 from moesim.step.fast_routes import HostRoutesAhead, host_router
-from moesim.step.fused_layer import FusedLayer, LinkClock, NotAlone, StageGroups, sends_apart
+from moesim.step.fused_layer import (
+    FusedLayer,
+    LinkClock,
+    NotAlone,
+    StageGroups,
+    layers_fused,
+    rings_alone,
+    sends_apart,
+)
 from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan
 from moesim.step.replicas import pipeline_router, plain_router
-from moesim.step.ringflows import RingFlows
 from moesim.step.routing_ahead import RoutingAhead
 from moesim.step.simulate import simulate_ranks
 from moesim.step.spec import StepSpec
 from moesim.step.state import CATEGORIES, StepState
+
+if TYPE_CHECKING:  # imported by _run where it runs (with ringjob)
+    from moesim.step.ringflows import RingFlows
 
 RELEASE = {"combine": "experts_fwd", "dispatch_bwd": "experts_bwd"}
 """All-to-all phase -> the per-EP-rank compute its members run just before sending."""
@@ -125,8 +128,8 @@ class FastState(StepState):
     ring_edges: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict)  # TP / ETP group -> fused_ring.ring_edges
     a2a_timers: dict[int, A2ATimer] = field(default_factory=dict)
-    ring_timers: dict[int, RingTimer] = field(default_factory=dict)  # per host
-    ring_flows: RingFlows | None = None  # under ECMP (join_ring)
+    ring_timers: dict[int, RingTimer] = field(default_factory=dict)  # host, or -1 - stage
+    ring_flows: RingFlows | None = None  # with replicas (join_ring)
     host_routers: dict[int, MappedRouter] = field(default_factory=dict)
     host_rings: dict[int, RingPairs] = field(default_factory=dict)
     ahead: HostRoutesAhead | None = field(default=None, kw_only=True)  # fast_routes.py
@@ -231,17 +234,22 @@ class FastState(StepState):
         return fused.rank_done[local]
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
-        """Every ``kind`` ring of ``rank``'s stage at once: as flows beside the pipeline's
-        under ECMP (:class:`RingFlows`), else timed over ``rank``'s host's ring edges."""
-        if isinstance(self.net.router, CopiesRouter):  # ECMP: replicas.pipeline_router
-            if self.ring_flows is None:
-                self.ring_flows = RingFlows(self.net, self.spec.layout)
+        """Every ``kind`` ring of ``rank``'s stage at once: as flows with ``replicas``
+        (:class:`RingFlows`), else timed over every ring edge of the stage under ECMP and
+        over ``rank``'s host's elsewhere (:func:`stage_wide_rings`)."""
+        if self.ring_flows is not None:
             return self.ring_flows.join(kind, self.coords[rank]["pp"], item, size_bytes)
-        key = self.index.host_of(rank)
+        wide = stage_wide_rings(self.index.spec)
+        key = -1 - self.coords[rank]["pp"] if wide else self.index.host_of(rank)
         if key not in self.ring_timers:
-            self.ring_timers[key] = RingTimer(self.env, self._host_router(rank),
-                                              self.host_rings[key])
+            self.ring_timers[key] = stage_ring_timer(
+                self.env, self.index, self.spec.layout, -1 - key) if wide else RingTimer(
+                self.env, self._host_router(rank), self.host_rings[key])
         return self.ring_timers[key].join(kind, item, size_bytes)
+
+    def begin_tail(self, rank: int, opt_s: float, gathers: list[tuple[str, float]]) -> None:
+        if self.ring_flows is not None:  # each rank of the stage on its own clock
+            self.ring_flows.begin_tail(self.coords[rank]["pp"], opt_s, gathers)
 
     def _host_router(self, rank: int) -> MappedRouter:
         """One sub-fabric per host of the pipeline: its ring pairs and ``rank``'s EP group
@@ -287,53 +295,31 @@ def empty_ledgers(world: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.zeros((world, len(CATEGORIES))), np.full(world, np.nan), np.full(world, np.nan)
 
 
-def nvlink_alone(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
-    """Whether only the representative's own TP / CP transfers cross its NVLink links: its
-    all-to-alls and DP rings are estimates (no flows), and here no other flow crosses NVLink:
-    no PXN (cross-rail sends relayed over NVLink), pipeline sends on other links (``apart``:
-    :func:`moesim.step.fused_layer.sends_apart`), one pass at a time on a rank (no overlapped
-    FB ops, whose two passes' collectives could meet)."""
-    lay = spec.layout
-    overlapped = spec.fb_overlap and any(op.kind == "FB" for s in range(lay.pp)
-                                         for op in ops[s])
-    return not spec.fabric.pxn and not overlapped and apart
-
-
-def rings_alone(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
-    """Whether a TP / ETP ring of fast mode's representative has its NVLink links to itself:
-    :func:`nvlink_alone` and no CP K/V sends (rings fused one by one do not see them)."""
-    return spec.layout.cp == 1 and nvlink_alone(spec, ops, apart)
-
-
-def layers_fused(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
-    """Whether fast mode times each layer of a stage's TP / CP members in closed form
-    (:mod:`moesim.step.fused_layer`): tp or cp above 1, experts without TP (etp 1), and
-    :func:`nvlink_alone`."""
-    lay = spec.layout
-    return lay.tp * lay.cp > 1 and lay.etp == 1 and nvlink_alone(spec, ops, apart)
-
-
-def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *,
-                  fuse_moe: bool = True, fuse_tp: bool = True) -> tuple[FastState, list[int]]:
+def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *, fuse_moe: bool = True,
+                  fuse_tp: bool = True, replicas: bool = False) -> tuple[FastState, list[int]]:
     """Run the representative pipeline of ``spec``; (finished state, its ranks). ``fuse_tp``:
     TP / CP layers (:func:`layers_fused`, with ``fuse_moe``) or else TP / ETP rings
     (:func:`rings_alone`) in closed form; off: every TP / CP transfer a flow. A closed form
     that finds two transfers on one link at once (:class:`NotAlone`) runs again with flows.
-    MoE layers route ahead (:mod:`moesim.step.routing_ahead`; in worker threads if set)."""
+    MoE layers route ahead (:mod:`moesim.step.routing_ahead`; in worker threads if set).
+    ``replicas``: flows as copies over every replica, rings as flows (module docstring)."""
     with RoutingAhead(spec, routing_draws) as route:
-        return _simulate(spec, route, fuse_moe, fuse_tp)
+        return _simulate(spec, route, fuse_moe, fuse_tp, replicas)
 
 
-def _simulate(spec: StepSpec, route: Route, fuse_moe: bool, fuse_tp: bool
+def _simulate(spec: StepSpec, route: Route, fuse_moe: bool, fuse_tp: bool, replicas: bool
               ) -> tuple[FastState, list[int]]:
     index, ranks = prepare(spec)
     ops = spec.ops()
     router = index.router(ranks)
-    apart = (fuse_tp and index.graph.graph.get("nvlink_domain_size") is not None
+    apart = (fuse_tp and not replicas  # with replicas, rings are flows (may cross NVLink)
+             and index.graph.graph.get("nvlink_domain_size") is not None
              and sends_apart(spec.layout, router))
     layers = fuse_tp and fuse_moe and layers_fused(spec, ops, apart)
     alone = fuse_tp and not layers and rings_alone(spec, ops, apart)
     ahead = HostRoutesAhead(index, spec, ranks)
+    if replicas:
+        router = pipeline_router(index, spec.layout, ranks)
     try:
         return _run(spec, route, index, (ranks, router, ahead), ops, fuse_moe, alone, layers)
     except NotAlone:
@@ -346,10 +332,14 @@ def _run(spec: StepSpec, route: Route, index: GraphIndex,
          ranks_router: tuple[list[int], Router, HostRoutesAhead], ops: ScheduleOps,
          fuse_moe: bool, rings: bool, layers: bool) -> tuple[FastState, list[int]]:
     ranks, router, ahead = ranks_router
-    net = FlowNetwork(simpy.Environment(), pipeline_router(index, spec.layout, ranks, router),
+    net = FlowNetwork(simpy.Environment(), router,
                       batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)
     st = FastState(spec, fast_plan(spec, route=route), ops, net,
                    *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe,
                    fuse_tp=rings, fuse_layers=layers, ahead=ahead)
+    if isinstance(net.router, CopiesRouter):  # replicas
+        from moesim.step.ringflows import RingFlows  # (and RingJob) only where it is used
+
+        st.ring_flows = RingFlows(net, spec.layout)
     simulate_ranks(st, ranks)
     return st, ranks

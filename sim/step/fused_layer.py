@@ -6,7 +6,7 @@ micro-batch pass is a chain of TP ring collectives (:mod:`moesim.step.tpcp`), ri
 K/V sends, compute and all-to-alls, run by :mod:`moesim.step.program` as one SimPy process
 per rank with a collective object per ring (thousands of events per layer and ~100k flows
 per candidate of a design). Where nothing but those members' own TP / CP traffic crosses
-their NVLink links (:func:`moesim.step.fast.rings_alone`), the whole layer is a function of
+their NVLink links (:func:`rings_alone`), the whole layer is a function of
 the members' start times, computed when the last member reaches the layer (as
 :class:`moesim.collectives.fused_ring.FusedRing` does for one ring), member by member
 vectorised:
@@ -51,8 +51,10 @@ from moesim.collectives.fused_ring import ring_schedule_s
 from moesim.engine.fabric import implied_partner
 from moesim.engine.routing import Router
 from moesim.parallel.layout import ParallelLayout
+from moesim.schedule.ops import ScheduleOps
 from moesim.step.groups import group
 from moesim.step.plan import LayerPlan
+from moesim.step.spec import StepSpec
 from moesim.step.state import CATEGORIES, StepState
 
 COMPUTE, A2A, TP, CP = (CATEGORIES.index(c) for c in ("compute", "a2a_exposed", "tp_exposed",
@@ -300,3 +302,29 @@ class LayerTimes:
             arrival = self.st.a2a_arrival_s(rank, self.layer, self.mb, phase, float(t[first]))
             until[idx] = max(arrival, float(t[first]))
         return self.wait(t, until, A2A)
+
+
+def nvlink_alone(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
+    """Whether only the representative's own TP / CP transfers cross its NVLink links: its
+    all-to-alls and DP rings are estimates (no flows), and here no other flow crosses NVLink:
+    no PXN (cross-rail sends relayed over NVLink), pipeline sends on other links (``apart``:
+    :func:`moesim.step.fused_layer.sends_apart`), one pass at a time on a rank (no overlapped
+    FB ops, whose two passes' collectives could meet)."""
+    lay = spec.layout
+    overlapped = spec.fb_overlap and any(op.kind == "FB" for s in range(lay.pp)
+                                         for op in ops[s])
+    return not spec.fabric.pxn and not overlapped and apart
+
+
+def rings_alone(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
+    """Whether a TP / ETP ring of fast mode's representative has its NVLink links to itself:
+    :func:`nvlink_alone` and no CP K/V sends (rings fused one by one do not see them)."""
+    return spec.layout.cp == 1 and nvlink_alone(spec, ops, apart)
+
+
+def layers_fused(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
+    """Whether fast mode times each layer of a stage's TP / CP members in closed form
+    (:mod:`moesim.step.fused_layer`): tp or cp above 1, experts without TP (etp 1), and
+    :func:`nvlink_alone`."""
+    lay = spec.layout
+    return lay.tp * lay.cp > 1 and lay.etp == 1 and nvlink_alone(spec, ops, apart)

@@ -38,7 +38,7 @@ from moesim.step.state import StepState
 if TYPE_CHECKING:  # the critical-path walk (10 modules) is imported by full mode when it walks
     from moesim.step.critical import CriticalPath
 
-FAST_PHASES = ("auto", "estimate", "fabric")
+FAST_PHASES = ("auto", "estimate", "replicas", "fabric")
 """How fast mode times what spans replicas (:class:`Fast`)."""
 
 GC_THRESHOLDS = (100_000, 50, 1000)
@@ -84,18 +84,22 @@ class Full:
 @dataclass(frozen=True)
 class Fast:
     """One representative pipeline (:mod:`moesim.step.fast`). ``phases``: how what spans
-    replicas is timed: ``"estimate"`` (per-group link-load bound, per-host FIFO rings: fast),
-    ``"fabric"`` (every group of a stage at once on the whole fabric with the max-min engine,
-    each gradient-ring rank on its own clock, :mod:`moesim.step.phased`: sees replicas'
-    traffic meeting on uplinks, 5-40x the estimates' cost) or ``"auto"`` (the default:
-    ``"fabric"`` where a switch is oversubscribed, :func:`moesim.step.phased.oversubscribed`,
-    else ``"estimate"``).
+    replicas is timed: ``"estimate"`` (per-group link-load bound, ring timers over the host's
+    or, under ECMP, the stage's ring edges: fast), ``"replicas"`` (the estimates' all-to-alls;
+    the representative's flows standing for every replica's copies and the gradient rings as
+    flows beside them, each rank of a stage's tail on its own clock: :mod:`moesim.step.ringflows`;
+    its cost grows with the replicas' routes), ``"fabric"`` (every group of a stage at once on
+    the whole fabric with the max-min engine, each gradient-ring rank on its own clock,
+    :mod:`moesim.step.phased`: sees replicas' traffic meeting on uplinks, 5-40x the estimates'
+    cost) or ``"auto"`` (the default: ``"fabric"`` where a switch is oversubscribed,
+    :func:`moesim.step.phased.oversubscribed`, else ``"replicas"`` where replicas' flows
+    collide, :func:`moesim.step.replicas.replicas_collide` (ECMP), else ``"estimate"``).
     ``routing_draws = R`` reuses the routing of the first ``R`` MoE layers cyclically (None:
     every layer drawn, as full mode);
     ``fuse_moe`` runs each MoE layer of the representative as one timeout where nothing in it
     is a flow (:func:`moesim.step.program._fused_moe`; off: one event per op, same times);
     ``fuse_tp`` times TP / ETP rings in closed form where they have their links to themselves
-    (:class:`moesim.collectives.fused_ring.FusedRing`, :func:`moesim.step.fast.rings_alone`;
+    (:class:`moesim.collectives.fused_ring.FusedRing`, :func:`moesim.step.fused_layer.rings_alone`;
     off: every chunk a flow, the same times)."""
 
     name: ClassVar[str] = "fast"
@@ -124,7 +128,7 @@ class Fast:
                 return simulate_auto(spec, self.routing_draws, fuse_moe=self.fuse_moe,
                                      fuse_tp=self.fuse_tp)
             return simulate_fast(spec, self.routing_draws, fuse_moe=self.fuse_moe,
-                                 fuse_tp=self.fuse_tp)
+                                 fuse_tp=self.fuse_tp, replicas=self.phases == "replicas")
 
     def critical(self, st: StepState) -> CriticalPath | None:
         return None  # its estimated collectives name no sender

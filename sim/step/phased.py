@@ -58,7 +58,7 @@ from moesim.step.fast import (
 from moesim.step.groups import ring_group
 from moesim.step.phases import A2APhases, RingPhases, base_router
 from moesim.step.plan import LayerPlan
-from moesim.step.replicas import replica_router
+from moesim.step.replicas import replica_router, replicas_collide
 from moesim.step.ringjob import StageTail
 from moesim.step.simulate import simulate_ranks
 from moesim.step.spec import StepSpec
@@ -213,7 +213,10 @@ def declares_oversubscription(fabric: FabricSpec) -> bool:
 def simulate_auto(spec: StepSpec, routing_draws: int | None = None, *, fuse_moe: bool = True,
                   fuse_tp: bool = True) -> tuple[FastState, list[int]]:
     """Whole-fabric phases (:func:`simulate_phased`) on a fabric that
-    :func:`declares_oversubscription`, the estimates (:func:`simulate_fast`) elsewhere."""
+    :func:`declares_oversubscription`, the estimates (:func:`simulate_fast`) elsewhere, with
+    the representative's flows standing for every replica's copies and the gradient rings as
+    flows where replicas' flows collide (:func:`moesim.step.replicas.replicas_collide`)."""
     if declares_oversubscription(spec.fabric):
         return simulate_phased(spec, routing_draws, fuse_moe=fuse_moe)
-    return simulate_fast(spec, routing_draws, fuse_moe=fuse_moe, fuse_tp=fuse_tp)
+    return simulate_fast(spec, routing_draws, fuse_moe=fuse_moe, fuse_tp=fuse_tp,
+                         replicas=replicas_collide(spec.fabric))

@@ -50,14 +50,9 @@ def replica_router(base: Router, lay: ParallelLayout, ranks: list[int]) -> Copie
     return CopiesRouter(base, members, endpoint_of)
 
 
-def pipeline_router(index: GraphIndex, lay: ParallelLayout, ranks: list[int],
-                    own: Router) -> Router:
-    """The router of fast mode's representative network: its flows as copies over every
-    replica (:func:`replica_router` on whole-fabric routes) where ECMP hashes replicas' flows
-    onto shared uplinks (:func:`replicas_collide`), else ``own`` (the
-    representative's sub-fabric: the same times, module docstring)."""
-    if not replicas_collide(index.spec):
-        return own
+def pipeline_router(index: GraphIndex, lay: ParallelLayout, ranks: list[int]) -> CopiesRouter:
+    """The router of fast mode's representative network with ``replicas``: its flows as
+    copies over every replica (:func:`replica_router` on whole-fabric routes)."""
     from moesim.step.phases import base_router  # the block router: only where it is used
 
     return replica_router(base_router(index, lay.world_size // lay.pp), lay, ranks)

@@ -1,32 +1,42 @@
-"""Fast mode's DP / EDP gradient rings as flows in the representative's network, under ECMP.
+"""Fast mode's DP / EDP gradient rings as flows in the representative's network
+(``Fast(phases="replicas")``, what ``Fast()`` runs on a 1:1 ECMP fabric).
 
 Every replica reaches a layer's gradient reduction together, so every ring of a kind in a
-stage runs at once. Under ECMP (:func:`moesim.step.replicas.replicas_collide`) the
-representative's network routes each flow as the union of its copies in every DP replica
-(:func:`moesim.step.replicas.pipeline_router`); a ring job here is one flow per ring position
-on that network, standing for that position's edge in every ring of the stage
-(:meth:`moesim.engine.copies.CopiesRouter.extend`: held to the slowest copy's rate), moving
-the ``(n - 1) / n`` of the buffer that a chunked ring sends over each edge. So the rings share
-links by max-min with each other, with other stages' rings and with the pipeline's sends on
-the step's clock, as in full mode, where :class:`moesim.step.estimate.RingTimer` shares each
-link among ring jobs alone (processor sharing per link, a lower bound) and the pipeline's
-sends never meet a ring. A job ends when its last edge has drained, and no earlier than
-``n - 1`` dependent hops (``size / n`` at each edge's path capacity plus its latency, the
-mean over the edges): every rank of the stage at once, where the engine's chunked ring lets
-the ranks behind a slow edge finish one after another (:mod:`moesim.step.ringjob` times
-that, at 15-40x the cost: ``Fast(phases="fabric")``).
+stage runs at once. With ``replicas`` the representative's network routes each flow as the
+union of its copies in every DP replica (:func:`moesim.step.replicas.pipeline_router`); a ring
+job here is one flow per ring position on that network, standing for that position's edge in
+every ring of the stage (:meth:`moesim.engine.copies.CopiesRouter.extend`: held to the
+slowest copy's rate), moving the ``(n - 1) / n`` of the buffer that a chunked ring sends over
+each edge. So the rings share links by max-min with each other, with other stages' rings and
+with the pipeline's sends on the step's clock, as in full mode, where
+:class:`moesim.step.estimate.RingTimer` shares each link among ring jobs alone (processor
+sharing per link) and the pipeline's sends never meet a ring. A job ends when its last edge
+has drained, and no earlier than ``n - 1`` dependent hops (``size / n`` at each edge's path
+capacity plus its latency, the mean over the edges), every rank at once; except a stage's
+DP tail: its last reduce-scatters (the extra dense parameters, ``item < 0``) and its
+all-gathers are :class:`moesim.step.ringjob.RingJob`'s (copies: one flow per position), each
+rank finishing on its own clock and joining the all-gathers after its own optimizer step
+(:class:`moesim.step.ringjob.StageTail`, as the phases do), once the stage's layer
+reduce-scatters are done.
 
 Why (1:1 rail fabric, ECMP, moe-1t cut to one MoE layer per stage, EP32, 2 micro-batches;
-``tests/test_step_congestion.py``; 2026-12-04, full mode / these flows / the stage's
-``RingTimer`` with the pipeline's sends as copies, ms): 128 GPUs 535.32 / 534.78 (-0.1 %) /
-531.15; 256 GPUs 645.85 / 629.85 (-2.5 %) / 621.37; 512 GPUs 864.18 / 872.63 (+1.0 %) /
-855.06; 128 GPUs with PXN 440.01 / 442.68 (+0.6 %) / 429.92. At 256 GPUs the rings beside
-the pipeline's sends (stage ``s``'s last reduce-scatter meets its last backward send to stage
-``s - 1``) put stage 0's last op at 352.56 ms (full mode's ranks 351.0-354.9 ms; the timer's
-344.09); what is left is the ranks' spread: full mode with every rank made to wait for its
-whole ring gives 630.65 ms (the gap is the early ranks' all-gathers on the slow edge while
-it still reduce-scatters; the phases with that wait: 634.25 ms, without: 651.96 ms).
-Cost: 0.5 s of CPU at 256 GPUs (the timer 0.2 s, the phases 8 s, full mode 26 s).
+``tests/test_step_congestion.py``; 2026-12-04; full mode / ``Fast()`` before (the stage's
+``RingTimer``, the representative's sends alone) / the sends as copies / + rings as flows /
++ the tail's ranks on their own clocks, ms): 128 GPUs 535.32 / 528.73 / 531.15 / 534.78 /
+542.35 (+1.3 %); 256 GPUs 645.85 / 616.65 / 621.37 / 629.85 / 651.36 (+0.9 %); 512 GPUs
+864.18 / 838.11 / 855.06 / 872.63 / 871.31 (+0.8 %); 128 GPUs with PXN 440.01 / 427.50 /
+429.92 / 442.68 / 439.92 (-0.0 %). At 256 GPUs: every replica's pipeline sends collide on
+leaf uplinks (stage 3's last op 242.50 -> 245.53 ms); stage ``s``'s last reduce-scatter meets
+its last backward send to stage ``s - 1`` (stage 0's last op 352.56 ms, full mode's ranks
+351.0-354.9 ms, the timer's 337.43); the tail's ranks finish one after another behind the
+slow ring edge and the early ones' all-gathers share it while it still reduce-scatters (full
+mode with every rank made to wait for its whole ring: 630.65 ms).
+Cost (CPU s, loaded 2-core machine): 128 GPUs 2.7 (the timer 0.1, full mode 10-12), 256 GPUs
+2.9-4.1 (0.2; full 22-27), 512 GPUs 2.4 (0.4; full 50-70). It grows with the replicas'
+routes: the bench_step.py step with ECMP at 1,024 / 2,048 GPUs and 8 micro-batches, before
+the tail's RingJobs: 0.45 -> 1.77 s and 0.50 -> 6.65 s (step +4.4 % and +9.7 %: collisions
+among more replicas); at 9,216 GPUs it ran over 10 minutes. So ``Fast()`` runs it only where
+ECMP makes replicas collide; ``Fast(phases="estimate")`` keeps the cheap timer.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from moesim.engine.copies import CopiesRouter
 from moesim.engine.network import FlowNetwork
 from moesim.parallel.layout import ParallelLayout
 from moesim.step.groups import ring_group
+from moesim.step.ringjob import RingJob, StageTail
 
 
 class RingFlows:
@@ -48,7 +59,10 @@ class RingFlows:
         self.net, self.env, self.lay = net, net.env, lay
         self.router: CopiesRouter = net.router
         self._edges: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._gpus: dict[tuple[str, int], np.ndarray] = {}  # [ring, position]
         self.jobs: dict[tuple[str, int, int], simpy.Event] = {}
+        self.tail_jobs: dict[tuple[str, int, int], RingJob] = {}  # the DP tails' (per rank)
+        self.tails: dict[int, StageTail | None] = {}
 
     def _ring_edges(self, ring: str, stage: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(source ids, destination ids, per-edge hop seconds per chunk byte and latency)
@@ -61,7 +75,7 @@ class RingFlows:
             for r in range(stage * per, (stage + 1) * per):
                 g = ring_group(self.lay, ring, r)
                 found.setdefault(g[0], g)
-            gpus = np.array(list(found.values()), dtype=np.int64)
+            gpus = self._gpus[key] = np.array(list(found.values()), dtype=np.int64)
             ids = self.router.extend(gpus)
             src, dst = ids, np.roll(ids, -1)
             rs = self.router.routes(src, dst)
@@ -79,6 +93,12 @@ class RingFlows:
         if n < 2 or size_bytes <= 0:
             self.jobs[key] = self.env.timeout(0.0, value=now)
             return self.jobs[key]
+        if item < 0:  # the stage's last reduce-scatters (extra dense) and its all-gathers
+            job = self._tail_job(kind, stage, item, size_bytes)
+            if kind.endswith("rs"):
+                job.join(np.ones(job.gpus.shape, dtype=bool))
+            self.jobs[key] = job.done
+            return job.done
         chunk = size_bytes / n
         floor_s = (n - 1) * float(np.mean(chunk * hop[0] + hop[1]))  # dependent hops
         gid, drained = self.net.expect(n)
@@ -94,3 +114,31 @@ class RingFlows:
 
         drained.callbacks.append(end)
         return done
+
+    def _tail_job(self, kind: str, stage: int, item: int, size_bytes: float) -> RingJob:
+        key = (kind, stage, item)
+        if key not in self.tail_jobs:
+            ring = kind.split("_")[0]
+            src = self._ring_edges(ring, stage)[0]
+            self.tail_jobs[key] = RingJob(self.net, src[None, :], self._gpus[(ring, stage)],
+                                          size_bytes)
+        return self.tail_jobs[key]
+
+    def begin_tail(self, stage: int, opt_s: float, gathers: list[tuple[str, float]]) -> None:
+        """Every rank of ``stage`` starts its DP tail now: each joins the
+        all-gathers ``gathers`` ``opt_s`` after its own reduce-scatters are done
+        (:class:`moesim.step.ringjob.StageTail`)."""
+        if stage in self.tails:
+            return
+        self.tails[stage] = None
+        per = self.lay.world_size // self.lay.pp
+        scatters = [job for (kind, st, _), job in self.tail_jobs.items()
+                    if st == stage and kind.endswith("rs")]
+        flows = [ev for (kind, st, item), ev in self.jobs.items()
+                 if st == stage and kind.endswith("rs") and item >= 0]
+        ags = [self._tail_job(kind, stage, -1, size) for kind, size in gathers]
+
+        def go(_: simpy.Event) -> None:
+            self.tails[stage] = StageTail(self.env, stage * per, per, scatters, ags, opt_s)
+
+        self.env.all_of(flows).callbacks.append(go)
