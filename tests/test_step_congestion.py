@@ -33,7 +33,9 @@ was the estimates with the stage's ring timer): 128 ECMP 535.32 / 542.35 (+1.3 %
 -1.2 %), 256 ECMP 645.85 / 651.36 (+0.9 %, was -4.5 %), 512 ECMP 864.18 / 871.31 (+0.8 %, was
 -3.0 %), 128 PXN 440.01 / 439.92 (-0.0 %, was -2.8 %); 128 D-mod-K 436.57 / 428.13 (-1.9 %,
 the estimates with the host's ring timer: D-mod-K spreads the replicas; ``"replicas"`` there
-430.11 ms).
+430.11 ms). After f90343f (the uniform router's count-level draw): 128 ECMP 535.50 / 542.21,
+256 ECMP 645.71 / 651.17, 512 ECMP 865.15 / 872.07, 128 PXN 439.77 / 439.86; the
+oversubscribed figures above predate it.
 Each case above runs full mode once: 10-12 s of CPU at 128 GPUs, 22-27 s at 256, 50-70 s at
 512 (marker ``congestion``; CI runs the 128-GPU ones, ``-m "not congestion"`` skips them
 locally; the 256- and 512-GPU ones are also marked ``congestion_large``, deselected by default
@@ -141,9 +143,9 @@ def _one_to_one(gpus: int, pxn: bool) -> object:
                                        ((128, False), (256, False), (512, False), (128, True))])
 def test_fast_agrees_on_a_non_blocking_fabric(gpus: int, pxn: bool) -> None:
     """1:1 with ECMP, fast mode as users get it (``Fast()``: ``phases="replicas"`` there,
-    moesim.step.ringflows). Measured: 128 GPUs full 535.32 ms, Fast() 542.35 ms (+1.3 %);
-    256 GPUs 645.85 / 651.36 (+0.9 %); 512 GPUs 864.18 / 871.31 (+0.8 %); 128 GPUs with PXN
-    440.01 / 439.92 (-0.0 %)."""
+    moesim.step.ringflows). Measured on main 6980b05 (after f90343f's router draw): 128 GPUs
+    full 535.50 ms, Fast() 542.21 ms (+1.3 %); 256 GPUs 645.71 / 651.17 (+0.8 %); 512 GPUs
+    865.15 / 872.07 (+0.8 %); 128 GPUs with PXN 439.77 / 439.86 (+0.0 %)."""
     spec = _spec(gpus, 1.0, pxn)
     full, fast = run_step(spec), run_step(spec, Fast())
     assert fast.step_time_s == pytest.approx(full.step_time_s, rel=0.02)

@@ -31,6 +31,9 @@ its last backward send to stage ``s - 1`` (stage 0's last op 352.56 ms, full mod
 351.0-354.9 ms, the timer's 337.43); the tail's ranks finish one after another behind the
 slow ring edge and the early ones' all-gathers share it while it still reduce-scatters (full
 mode with every rank made to wait for its whole ring: 630.65 ms).
+After the uniform router's count-level sampling (f90343f, another draw of the same law), full
+/ ``Fast()``: 128 GPUs 535.50 / 542.21 (+1.3 %), 256 GPUs 645.71 / 651.17 (+0.8 %), 512 GPUs
+865.15 / 872.07 (+0.8 %), 128 GPUs with PXN 439.77 / 439.86 (+0.0 %).
 Cost (CPU s, loaded 2-core machine): 128 GPUs 2.7 (the timer 0.1, full mode 10-12), 256 GPUs
 2.9-4.1 (0.2; full 22-27), 512 GPUs 2.4 (0.4; full 50-70). It grows with the replicas'
 routes: the bench_step.py step with ECMP at 1,024 / 2,048 GPUs and 8 micro-batches, before
