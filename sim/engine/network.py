@@ -182,7 +182,7 @@ class FlowNetwork(Observed, SoloFlows):
             ids = act.ids[finished]
             drain = np.where(np.isnan(act.plan_s[finished]), now, act.plan_s[finished])
             self.flows.col["rem_bytes"][ids] = 0.0
-            self.rates.leave(*act.routes(np.flatnonzero(finished)), act.rate[finished])
+            self.rates.leave(*act.routes(finished.nonzero()[0]), act.rate[finished])
             act.keep(~finished)
             self._flows_on -= self._count(ids)
             self._complete(ids, drain)
@@ -208,7 +208,7 @@ class FlowNetwork(Observed, SoloFlows):
         if dt > 0 and act.n:
             full = act.rate * dt
             moved = self._load * dt
-            over = np.flatnonzero(full > act.rem)  # drained before now (a finish batch)
+            over = (full > act.rem).nonzero()[0]  # drained before now (a finish batch)
             if over.size:
                 links, wts, owner = self._pairs(act.ids[over])
                 excess = (full[over] - act.rem[over])[owner] * wts

@@ -64,7 +64,7 @@ class RateSolver:
         n = links.shape[1]
         limit = min(self._t_rem, self._t_add())
         self._t_rem, self._touched = np.inf, []
-        redo = np.flatnonzero(~(rate[:new_from] < limit * (1.0 - KEEP_RTOL)))
+        redo = (~(rate[:new_from] < limit * (1.0 - KEEP_RTOL))).nonzero()[0]
         if (not self.incremental or self._since_full >= FULL_EVERY
                 or 2 * (redo.size + n - new_from) > n):
             return self._full(links, wts)

@@ -62,14 +62,16 @@ class SoloSet:
         return not bool((ordered[1:] == ordered[:-1]).any())
 
     def add(self, solo: Solo) -> None:
+        """Flow ``solo`` runs alone: no solo flow holds its hops (:meth:`disjoint`), so they
+        hold nothing (0 flows, load 0.0) and are set, not added to (the same values)."""
         self.flows[solo.fid] = solo
-        self.on[solo.hops] += 1
-        self.load_Bps[solo.hops] += solo.load_Bps
+        self.on[solo.hops] = 1
+        self.load_Bps[solo.hops] = solo.load_Bps
         self.owner[solo.hops] = solo.fid
 
     def remove(self, fid: int) -> Solo:
         solo = self.flows.pop(fid)
-        self.on[solo.hops] -= 1
+        self.on[solo.hops] = 0  # it was the only one there
         self.load_Bps[solo.hops] = 0.0  # disjoint links: it was the only load there
         self.owner[solo.hops] = -1
         return solo
