@@ -284,5 +284,9 @@ def test_dualpipe_books_ops_by_kind_and_steps_two_stages() -> None:
     for r, kinds in dual.op_kind_s.items():
         assert sum(kinds.values()) + dual.time_s[r, bubble] == pytest.approx(dual.last_op_s[r])
         assert min(kinds.values()) > 0  # every kind runs (pp = 2, m = 4: one FB per rank)
+    plan = dual.plan  # pp = 2: every rank holds both stages (what the DP rings carry)
+    assert dual.held_params(0) == dual.held_params(lay.world_size - 1) == (
+        sum(plan.dense_params), sum(plan.expert_params))
+    assert plain.held_params(0) == (plan.dense_params[0], plan.expert_params[0])
     assert plain.time_s[0, opt] != pytest.approx(plain.time_s[-1, opt])
     np.testing.assert_allclose(dual.time_s[:, opt], plain.time_s[:, opt].mean(), rtol=1e-9)

@@ -9,7 +9,7 @@ metadata and counter helpers this reuses:
   reduce-scatters and parameter all-gathers), optimizer, and ``critical path``;
 * ``ph "X"`` spans: the rank computing, or blocked in that kind of communication (``args``:
   collective, group, bytes). Spans of one thread never overlap: where a rank's two concurrent
-  passes (DualPipe-style FB overlap) wait at once, the later wait goes to a second thread of
+  passes (DualPipe FB overlap) wait at once, the later wait goes to a second thread of
   the same track (``a2a (2)``);
 * ``ph "C"`` counters in the process ``links``: the busiest links' mean utilisation per time
   bin (exact bin averages, :mod:`moesim.step.linkbins`);

@@ -200,12 +200,11 @@ def _cp(st: StepState, rank: int, where: object) -> Comm:
 
 def _dp(st: StepState, rank: int, t0: float, t1: float, gather: bool) -> list[Span]:
     """The DP tail's reduce-scatters (first wait) or all-gathers (second), one span each."""
-    lay, stage = st.spec.layout, st.coords[rank]["pp"]
+    lay = st.spec.layout
     per_param = PARAM_BYTES if gather else GRAD_REDUCE_BYTES[st.spec.grad_reduce_dtype]
     kind = "all_gather" if gather else "reduce_scatter"
     out = []
-    for ring, params in (("dp", st.plan.dense_params[stage]),
-                         ("edp", st.plan.expert_params[stage])):
+    for ring, params in zip(("dp", "edp"), st.held_params(rank), strict=True):
         members = ring_group(lay, ring, rank)
         if params and len(members) > 1:
             comm = Comm(kind, ring, members, float(params) * per_param)

@@ -287,10 +287,7 @@ def _weight_pass(st: StepState, rank: int, vs: int, layers: list[LayerPlan], las
 
 def _dp_tail(st: StepState, rank: int) -> Generated:
     lay, plan = st.spec.layout, st.plan
-    stage = st.coords[rank]["pp"]
-    held = st.place.vstages_of(stage) if st.place.copies > 1 else (stage,)  # DualPipe: 2
-    dense = sum(plan.dense_params[v] for v in held)
-    expert = sum(plan.expert_params[v] for v in held)
+    dense, expert = st.held_params(rank)  # DualPipe: two stages
     if not st.spec.dp_overlap:
         st.reduce_grads(rank, -1, dense, expert)
     # dense: over the DP x CP group; a parameter held twice (DualPipe) is sharded over both

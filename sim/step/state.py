@@ -96,6 +96,14 @@ class StepState:
     def env(self) -> simpy.Environment:
         return self.net.env
 
+    def held_params(self, rank: int) -> tuple[int, int]:
+        """(dense, expert) parameters ``rank`` holds: its stage's, or with a mirrored placement
+        (DualPipe) both of its stages' (two copies of the model per pipeline)."""
+        stage = self.coords[rank]["pp"]
+        held = self.place.vstages_of(stage) if self.place.copies > 1 else (stage,)
+        return (sum(self.plan.dense_params[v] for v in held),
+                sum(self.plan.expert_params[v] for v in held))
+
     def mailbox(self, kind: str, mb: int, vstage: int, rank: int) -> simpy.Event:
         """Event fired when pass ``kind`` of ``mb`` on ``vstage`` has its input at ``rank``."""
         key = (kind, mb, vstage, rank)
