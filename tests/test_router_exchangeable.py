@@ -84,8 +84,8 @@ def test_counts_and_dedups_have_the_per_token_law(shape: tuple[int, ...]) -> Non
     rank's expert counts with its dedup; the first two experts of different ranks) and on
     every single count."""
     block = shape[3]
-    ca, ra, na = direct(np.random.default_rng(2), 10_000, *shape)
-    cb, rb, nb = per_token(np.random.default_rng(3), 10_000, *shape)
+    ca, ra, na = direct(np.random.default_rng(2), 6_000, *shape)
+    cb, rb, nb = per_token(np.random.default_rng(3), 6_000, *shape)
     joints = [(np.hstack([ra, na]), np.hstack([rb, nb])),
               (np.hstack([ca[:, :block], ra[:, :1]]), np.hstack([cb[:, :block], rb[:, :1]])),
               (ca[:, [0, block]], cb[:, [0, block]])]
