@@ -86,13 +86,14 @@ class A2ATimer:
         self.inv_cap = 1.0 / router.fabric.cap_Bps[links]
         self.latency_s = float(rs.latency_s.max(initial=0.0))
         self._cache: dict[int, float] = {}
-        self._digest: dict[int, int] = {}
+        self._digest: dict[int, tuple[np.ndarray, int]] = {}  # id -> (the array, its hash)
 
     def time_s(self, size_bytes: np.ndarray, offsets_s: np.ndarray) -> float:
         """Seconds from the group's common reference time to the last byte's arrival."""
-        content = self._digest.get(id(size_bytes))
-        if content is None:  # the plan's arrays live as long as the step; hash each once
-            content = self._digest[id(size_bytes)] = hash(size_bytes.tobytes())
+        held = self._digest.get(id(size_bytes))
+        if held is None:  # hash each array once; holding it keeps its id from being reused
+            held = self._digest[id(size_bytes)] = (size_bytes, hash(size_bytes.tobytes()))
+        content = held[1]
         key = hash((content, offsets_s.tobytes()))
         if key not in self._cache:
             self._cache[key] = self._bound(size_bytes, offsets_s) + self.latency_s
