@@ -23,6 +23,7 @@ def test_rows_reach_the_step(case, dispatcher: str) -> None:  # type: ignore[no-
     assert spec.layout.world_size == 256 and spec.layout.dp * spec.layout.tp * spec.layout.pp == 256
     assert spec.microbatches * spec.layout.dp == 2048 and spec.micro_batch_size == 1
     assert (spec.compute_dtype, spec.recompute, spec.dispatcher) == ("bf16", "none", dispatcher)
+    assert spec.dedup == (dispatcher != "alltoall")  # Megatron's alltoall: a copy per expert
     assert spec.layout.etp == 1  # the config's --expert-tensor-parallel-size 1, whatever TP
     assert case.lower_is_faster and case.ranking == RANKING and case.unit == "s per step"
 

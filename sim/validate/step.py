@@ -121,6 +121,17 @@ def step_detail(result: StepResult) -> str:
 AMPERE_GPUS = ("A100", "A800")
 
 
+PER_EXPERT_ALLTOALL = (
+    "the alltoall dispatcher sends one copy per routed expert (no per-rank deduplication): "
+    "Megatron-Core's MoEAlltoAllTokenDispatcher permutes each token once per routed expert and "
+    "sizes each EP rank's all-to-all split as the tokens of its local experts "
+    "(megatron/core/transformer/moe/token_dispatcher.py, preprocess: input_splits = "
+    "num_local_tokens_per_expert summed per EP rank); DeepSpeed-MoE's einsum dispatch fills "
+    "one [expert, capacity] slot per routed expert")
+"""Why a Megatron-Bridge / ModelZoo / Ampere row with ``alltoall`` runs with ``dedup`` off (as
+the Mixtral case's scenario does)."""
+
+
 def bridge_spec(case: Case) -> StepSpec:
     """The step of a Megatron-Bridge table row (:mod:`moesim.validate.bridge`) as stated."""
     a: dict[str, Any] = dict(case.args)
@@ -147,6 +158,7 @@ def bridge_spec(case: Case) -> StepSpec:
         router=RouterConfig(kind=str(a.get("router", "force_balanced"))),
         compute_dtype=PRECISIONS[str(a["precision"])],
         dispatcher=str(a["dispatcher"]),
+        dedup=str(a["dispatcher"]) != "alltoall",  # see PER_EXPERT_ALLTOALL
         recompute=str(a.get("recompute", "auto")),
         dispatch_dtype=str(a.get("dispatch_dtype", "fp8")),
     )
