@@ -311,7 +311,7 @@ def _simulate(spec: StepSpec, route: Route, fuse_moe: bool, fuse_tp: bool, repli
               ) -> tuple[FastState, list[int]]:
     index, ranks = prepare(spec)
     ops = spec.ops()
-    router = index.router(ranks)
+    router: Router = index.router(ranks)
     apart = (fuse_tp and not replicas  # with replicas, rings are flows (may cross NVLink)
              and index.graph.graph.get("nvlink_domain_size") is not None
              and sends_apart(spec.layout, router))

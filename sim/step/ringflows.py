@@ -108,12 +108,15 @@ class RingFlows:
         self.net.start(src, dst, np.full(n, (n - 1) * chunk), gid)
         done = self.jobs[key] = self.env.event()
 
+        def fire(_: simpy.Event) -> None:
+            done.succeed(self.env.now)
+
         def end(_: simpy.Event) -> None:
             late = now + floor_s - self.env.now
             if late > 0:
-                self.env.timeout(late).callbacks.append(lambda _e: done.succeed(self.env.now))
+                self.env.timeout(late).callbacks.append(fire)
             else:
-                done.succeed(self.env.now)
+                fire(_)
 
         drained.callbacks.append(end)
         return done
