@@ -118,7 +118,7 @@ class SoloFlows:
             rs = self.router.routes(np.array([src_gpu]), np.array([dst_gpu]))
             hops, wts = rs.link.copy(), rs.weight.copy()
             solo = None
-            if np.unique(hops).size == hops.size:
+            if len(set(hops.tolist())) == hops.size:  # distinct hops (np.unique imports numpy.ma)
                 solo = alone(-1, 0.0, 0.0, hops, wts, self.active.solve_map, self._load_of,
                              self.fabric.cap_Bps)
             route = self._lone[(src_gpu, dst_gpu)] = LoneRoute(

@@ -103,7 +103,7 @@ def _levels(n_blocks: int) -> tuple[Level, ...]:
         nxt = np.concatenate([[s // 2, s - s // 2] if s > 1 else [s] for s in sizes])
         start = np.concatenate([[0], np.cumsum(np.where(sizes > 1, 2, 1))[:-1]])
         steps = tuple((int(size), np.flatnonzero(sizes == size), start[sizes == size])
-                      for size in np.unique(sizes).tolist())
+                      for size in sorted(set(sizes.tolist())))  # np.unique imports numpy.ma
         levels.append((int(nxt.size), steps))
         sizes = nxt
     return tuple(levels)
