@@ -23,6 +23,7 @@ from moesim.collectives.alltoall import AllToAll
 from moesim.engine.network import FlowNetwork
 from moesim.router import RoutingResult
 from moesim.workload.costs import LayerCosts, token_bytes
+from moesim.workload.dispatchers import get_dispatcher
 
 FORWARD = ("attn", "router", "dispatch", "experts", "combine", "unpermute")
 BACKWARD = ("combine_bwd", "experts_bwd", "dispatch_bwd", "attn_bwd")
@@ -77,6 +78,10 @@ class StackTrace:
     a2a: dict[int, AllToAll]
 
 
+ALLTOALL = get_dispatcher("alltoall")
+"""Group mode's dispatcher (the only one it accepts)."""
+
+
 def _a2a_bytes(phase: str, tokens: np.ndarray, wire: WireFormat) -> np.ndarray:
     """[sender, receiver] bytes: dispatch-shaped phases follow tokens, the others its transpose."""
     matrix = tokens if phase in ("dispatch", "combine_bwd") else tokens.T
@@ -103,7 +108,7 @@ def replay_moe_stack(
     for ph in phases:
         if ph.is_a2a:
             routing = routings[ph.layer]
-            tokens = routing.rank_tokens_dedup if dedup else routing.rank_tokens
+            tokens = ALLTOALL.tokens(routing, dedup=dedup, node_ranks=0)
             trace.a2a[ph.index] = AllToAll(net, gpus, _a2a_bytes(ph.name, tokens, wire), ph.index)
     for rank in range(n):
         env.process(_rank_program(env, rank, trace, costs))
