@@ -237,3 +237,19 @@ def test_stage_phases_by_hand() -> None:
     assert by_kind.stage_s["1W"].tolist() == [0.48, 0.24]
     assert by_kind.errors_pct()["1F1B"][1] == pytest.approx((10.0 / 13.95 - 1) * 100)
     assert "1F 1.13 s vs 0.81 s median stage" in by_kind.line()
+
+
+def test_stage_phases_add_up_to_the_step() -> None:
+    """Table 4's phases add up to its step, so a rank that ends before the step idles the
+    rest of it as bubble (the next step's inputs reach it no earlier): each stage's passes +
+    bubble + opt is the step, as published."""
+    times = np.array([[10.0, 2.0, 0.5, 4.0, 0.2, 0.1, 0.0],     # ends at 16.8 s
+                      [15.0, 2.55, 0.0, 2.06, 0.28, 0.01, 0.0],  # ends at 19.9 s
+                      [15.0, 2.55, 0.0, 2.386, 0.28, 0.01, 0.0]])  # ends the step
+    kinds = np.array([[1.0, 2.0, 0.5, 9.0], [1.13, 1.99, 0.48, 13.95], [1.13, 1.99, 0.48, 13.95]])
+    ph = StagePhases.from_times(times, kinds, step_s=20.226)
+    assert ph.stage_s["bubble"].tolist() == pytest.approx([4.0 + 3.426, 2.06 + 0.326, 2.386])
+    total = ph.stage_s["passes"] + ph.stage_s["bubble"] + ph.stage_s["opt"]
+    assert total.tolist() == pytest.approx([20.226] * 3)
+    assert ph.stage_s["1F1B"].tolist() == [9.0, 13.95, 13.95]  # the op kinds do not move
+    assert "middle 7.43, +260%" in ph.line()  # stage pp/2 - 1 = 0 of 3: 7.426 vs 2.06 s

@@ -20,6 +20,21 @@ collectives plus its optimizer step. Phase by phase, moesim runs the same schedu
 (:func:`moesim.schedule.builders.dualpipe`): "1F", "1B", "1W", "1F1B" are a rank's time in its
 F, B, W and FB ops less their waits for pipeline inputs (``StepState.op_kind_s``). The table
 names no rank, so each stage is compared.
+
+What the phases are, from the table itself: they add up to the step (19.90 of 19.926 s), so
+they are per-step totals of ONE rank's timeline, not one chunk's times (a 4-layer chunk takes
+tens of ms: deepseek-ai/profile-data README, "each chunk contains 4 MoE layers"). In
+deepseek-ai/DualPipe ``DualPipe.step`` (@bb214e8) rank r of pp = 16 (h = min(r, 15 - r))
+runs 23 - h forward-only ops, 23 - h backward-only (input-gradient) ops, 15 - h W ops and
+97 + h overlapped F&B pairs of its 120 micro-batches; on the two middle ranks (h = 7) every
+F-only op falls in steps 1-2, every W-only op in step 8 and every B-only op in step 6, so
+there "1F", "1B", "1W" are the same numbers whether read as op-kind totals or as the
+schedule's phases. A rank's "bubble" is then the rest of its step: its waits for pipeline
+inputs plus, as the step repeats, the idle after its own last op and optimizer until the
+step ends (the next step's first inputs reach it no earlier): :meth:`StagePhases.from_times`
+with ``step_s``. (With the table's own middle-rank chunk times, F&B 13.95 / 104 = 134 ms,
+B 1.99 / 16 = 124 ms, W 0.48 / 8 = 60 ms, DualPipe's bubble formula (PP/2 - 1)(F&B + B - 3W)
+gives 0.55 s: the published 2.06 s is 1.5 s more than the schedule's own bubble.)
 """
 
 from __future__ import annotations
@@ -67,12 +82,17 @@ class StagePhases:
     stage_s: dict[str, np.ndarray]  # quantity -> [stage]
 
     @staticmethod
-    def from_times(time_s: np.ndarray, kinds_s: np.ndarray | None = None) -> StagePhases:
+    def from_times(time_s: np.ndarray, kinds_s: np.ndarray | None = None,
+                   step_s: float | None = None) -> StagePhases:
         """From a [stage, category] array of one rank per stage (categories in
         :data:`moesim.step.state.CATEGORIES` order) and, if given, its [stage, op kind]
-        seconds (:data:`OP_KINDS` order) for the per-phase quantities."""
+        seconds (:data:`OP_KINDS` order) for the per-phase quantities. With ``step_s`` (the
+        step time) a rank that ends before the step does idles the rest of it: that idle
+        is bubble, so each stage's quantities add up to the step as the table's do."""
         col = {c: i for i, c in enumerate(CATEGORIES)}
         out = {q: time_s[:, [col[c] for c in cats]].sum(axis=1) for q, cats in _GROUPS.items()}
+        if step_s is not None:
+            out["bubble"] = out["bubble"] + np.maximum(step_s - time_s.sum(axis=1), 0.0)
         if kinds_s is not None:
             out |= {p: kinds_s[:, i] for i, p in enumerate(PASS_PHASES)}
         return StagePhases(out)
@@ -83,12 +103,14 @@ class StagePhases:
         return {q: (v / pub[q] - 1) * 100 for q, v in self.stage_s.items()}
 
     def line(self) -> str:
-        """One line: each quantity published vs moesim's median stage (and the stage range)."""
+        """One line: each quantity published vs moesim's median stage (and the stage range,
+        and a middle stage: where DualPipe's op kinds and its schedule phases coincide)."""
         pub, errs = published(), self.errors_pct()
         parts = []
         for q, v in self.stage_s.items():
-            e = errs[q]
+            e, mid = errs[q], len(v) // 2 - 1
             parts.append(f"{q} {pub[q]:.2f} s vs {float(np.median(v)):.2f} s median stage "
                          f"({float(np.median(e)):+.0f}%; stages {float(v.min()):.2f}.."
-                         f"{float(v.max()):.2f})")
+                         f"{float(v.max()):.2f}; middle {float(v[mid]):.2f}, "
+                         f"{float(e[mid]):+.0f}%)")
         return f"vs {SOURCE} (step {STEP_S} s): " + "; ".join(parts)

@@ -105,10 +105,11 @@ def simulate_gpu_hours(scenario: str) -> tuple[float, StepResult]:
 
 
 def stage_phases(scenario: str) -> StagePhases:
-    """Each pipeline stage's time in passes, bubble and optimizer (:mod:`.phases`), from the
-    same (cached) run as :func:`simulate_gpu_hours`."""
-    _, _, times, kinds = _run_scenario(scenario)
-    return StagePhases.from_times(times, kinds)
+    """Each pipeline stage's time in passes, bubble and optimizer (:mod:`.phases`; bubble
+    includes the rank's idle after its own end until the step's), from the same (cached) run
+    as :func:`simulate_gpu_hours`."""
+    _, result, times, kinds = _run_scenario(scenario)
+    return StagePhases.from_times(times, kinds, result.step_time_s)
 
 
 def step_detail(result: StepResult) -> str:
