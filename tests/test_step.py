@@ -15,9 +15,10 @@ from moesim.model import ModelConfig, get_model
 from moesim.parallel.layout import ParallelLayout
 from moesim.runner.group import simulate
 from moesim.scenario.schema import FabricSpec, GroupSpec, GroupWorkload
+from moesim.schedule.ops import Pass
 from moesim.step import DEFAULT_FABRIC, StepSpec, run_step, simulate_step
 from moesim.step.plan import build_plan, chunk_layers
-from moesim.step.state import CATEGORIES
+from moesim.step.state import CATEGORIES, Generated, StepState
 
 SEQ = 1024
 
@@ -290,3 +291,24 @@ def test_dualpipe_books_ops_by_kind_and_steps_two_stages() -> None:
     assert plain.held_params(0) == (plan.dense_params[0], plan.expert_params[0])
     assert plain.time_s[0, opt] != pytest.approx(plain.time_s[-1, opt])
     np.testing.assert_allclose(dual.time_s[:, opt], plain.time_s[:, opt].mean(), rtol=1e-9)
+
+
+def test_fb_op_waits_for_both_inputs_before_computing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DualPipe's ``_forward_backward_chunk`` receives both passes' inputs and waits for them
+    before it computes either (deepseek-ai/DualPipe dualpipe.py @bb214e8): when an FB op's
+    passes start, every input they need is there (the wait before was the op's bubble)."""
+    from moesim.step import program
+    seen: list[bool] = []
+    overlapped = program._overlapped
+
+    def spy(st: StepState, rank: int, passes: tuple[Pass, ...]) -> Generated:
+        for p in passes:
+            vs = st.place.vstage(st.coords[rank]["pp"], p.chunk)
+            if vs != (0 if p.kind == "F" else st.place.n_virtual - 1):
+                seen.append(st.mailbox(p.kind, p.microbatch, vs, rank).triggered)
+        return overlapped(st, rank, passes)
+
+    monkeypatch.setattr(program, "_overlapped", spy)
+    simulate_step(_spec(ParallelLayout(ep=2, dp=2, pp=4), fabric=DUALPIPE_FABRIC,
+                        schedule="dualpipe", microbatches=8, recompute="none"))
+    assert len(seen) > 20 and all(seen)

@@ -58,6 +58,6 @@ def _step_spec(scn: Scenario) -> StepSpec:
         grad_reduce_dtype=wl.grad_reduce_dtype, compute_dtype=wl.compute_dtype,
         dispatcher=wl.dispatcher, dedup=wl.dedup, lm_head=wl.lm_head,
         dp_overlap=wl.dp_overlap, fb_overlap=wl.fb_overlap, slow_gpus=scn.slow_gpus,
-        seed=scn.seed, recompute=wl.recompute,
+        seed=scn.seed, recompute=wl.recompute, mtp_layers=wl.mtp_layers,
     )
 

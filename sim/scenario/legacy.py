@@ -26,7 +26,7 @@ HARDWARE = ("gpu", "slow_gpus")
 STEP_TOP = ("layout", "schedule", "mode")
 STEP_WORKLOAD = ("global_batch", "micro_batch_size", "seq_len", "dispatch_dtype",
                  "combine_dtype", "grad_reduce_dtype", "compute_dtype", "dispatcher", "dedup",
-                 "lm_head", "dp_overlap", "fb_overlap", "recompute")
+                 "lm_head", "dp_overlap", "fb_overlap", "recompute", "mtp_layers")
 GROUP_FABRIC_DEFAULTS = {"multipath": "ecmp", "batch_window_rel": 0.0}
 STEP_FABRIC_DEFAULT = {"preset": "hgx-h100", "multipath": "dmodk", "batch_window_rel": 0.02}
 GROUP_WORKLOAD_DEFAULTS = {"ep": 8, "layers": 4, "tokens_per_rank": 4096, "seq_len": 4096}

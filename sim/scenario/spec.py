@@ -70,6 +70,7 @@ class Workload:
     fb_overlap: bool = True
     recompute: str = "auto"  # activation recompute (moesim.step.spec RECOMPUTE): auto | none | ...
     tokens_per_rank: int | None = None
+    mtp_layers: int = 0  # MTP modules trained (moesim.step.mtp; <= the model's)
 
     def __post_init__(self) -> None:
         for name in ("micro_batch_size", "seq_len", "global_batch", "layers", "tokens_per_rank"):
@@ -78,6 +79,10 @@ class Workload:
                                       or value < 1):
                 raise ConfigError(f"workload.{name}", f"must be a positive integer, got "
                                   f"{value!r}")
+        if isinstance(self.mtp_layers, bool) or not isinstance(self.mtp_layers, int) or (
+                self.mtp_layers < 0):
+            raise ConfigError("workload.mtp_layers", f"must be a non-negative integer, got "
+                              f"{self.mtp_layers!r}")
         for name in ("dispatch_dtype", "combine_dtype"):
             if getattr(self, name) not in WIRE_DTYPES:
                 raise ConfigError(f"workload.{name}", f"unknown {getattr(self, name)!r}; "

@@ -28,6 +28,7 @@ from moesim.hardware.roofline import gemm_wgrad_time_s
 from moesim.model.accounting import embedding_params, layer_params, router_params
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import Draw, RoutingResult, count_tokens, draw_tokens
+from moesim.step.mtp import mtp_head_s, mtp_params, with_mtp
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
 from moesim.step.wgrad import attention_wgrad_s, experts_wgrad_s, ffn_wgrad_s, input_grad_costs
 from moesim.workload.costs import (
@@ -313,27 +314,31 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
     priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting, np.ndarray | None]] = {}
     recompute = spec.resolved_recompute()
     split = any(op.defer_w for ops in spec.ops() for op in ops)  # the schedule has W ops
+    moe = (*model.moe_layers, *[model.is_moe] * spec.mtp_layers)  # MTP blocks last (.mtp)
     layers = [
         _with_recompute(_moe_layer(spec, gpu, shape, i, core, shared, route, priced, split)
-                        if model.moe_layers[i] else _dense_layer(gpu, shape, i, core), recompute)
-        for i in range(model.num_layers)
+                        if moe[i] else _dense_layer(gpu, shape, i, core), recompute)
+        for i in range(len(moe))
     ]
     dgrad_layers: tuple[LayerPlan, ...] = ()
     if split:
         pairs = [_split_w(spec, gpu, shape, layer) for layer in layers]
         layers, dgrad_layers = [a for a, _ in pairs], tuple(b for _, b in pairs)
-    chunks = chunk_layers(spec.layout, model.num_layers)
-    per_layer, extra = _layer_params(spec), _extra_dense(spec, len(chunks))
+    chunks = with_mtp(spec, chunk_layers(spec.layout, model.num_layers))
+    per_layer = (*_layer_params(spec), *[mtp_params(spec)] * spec.mtp_layers)
+    extra = _extra_dense(spec, len(chunks))
     dense, expert = _params_per_stage(spec.layout.pp, chunks, per_layer, extra)
     vocab = -(-model.vocab_size // lay.tp)  # vocabulary-parallel head on the gathered tokens
     # (BF16 whatever the layers' compute_dtype, moesim.step.spec.COMPUTE_DTYPES)
     head = GemmShape(shape.gathered_tokens, vocab, model.hidden_size,
                      wgrad_out_bytes=shape.wgrad_out_bytes)
-    head_fwd, head_bwd = float(gemm_time_s(gpu, head)), float(gemm_backward_time_s(gpu, head))
+    mtp = mtp_head_s(spec, gpu, shape, head)
+    head_fwd = float(gemm_time_s(gpu, head)) + mtp[0]
+    head_bwd = float(gemm_backward_time_s(gpu, head)) + mtp[1]
     return StepPlan(
         gpu, tuple(layers), chunks, 2.0 * m * model.hidden_size,
         head_fwd if spec.lm_head else 0.0, head_bwd if spec.lm_head else 0.0, dense, expert,
         per_layer, extra, shape.tp_buffer_bytes,
         shape.gathered_tokens * kv_bytes_per_token(model, lay.tp), dgrad_layers,
-        float(gemm_wgrad_time_s(gpu, head)) if split and spec.lm_head else 0.0,
+        float(gemm_wgrad_time_s(gpu, head)) + mtp[2] if split and spec.lm_head else 0.0,
     )

@@ -16,14 +16,14 @@ Per pass (see :mod:`moesim.schedule` for the orders):
   same (micro-batch, chunk) computes them, and with ``dp_overlap`` the layers' gradient
   reduce-scatters start after it. Which stage runs a chunk is the schedule's placement
   (``StepState.place``; DualPipe: stages ``s`` and ``pp - 1 - s`` on one rank).
-* An FB op (DualPipe) with ``spec.fb_overlap`` runs its F and its B as two concurrent
-  processes that share the rank's compute (a capacity-1 resource, FIFO), so one pass's
-  all-to-all waits hide behind the other's compute. The all-to-all kernels hold
-  :data:`moesim.calibration.OVERLAP_DISPATCHER_SMS` SMs meanwhile, so compute inside an FB op
-  runs on the rest (``StepState.overlap_compute_factor``); other kernel-level interference
-  (L2, HBM) is not modelled. Without ``fb_overlap``, F then B. During an FB
-  op the rank's time that is not compute is split over the categories in proportion to the
-  two passes' (overlapping) waits.
+* An FB op (DualPipe) first waits for both passes' pipeline inputs (bubble), as DualPipe's
+  ``_forward_backward_chunk`` does before it computes either (@bb214e8). With
+  ``spec.fb_overlap`` its F and B then run as two concurrent processes sharing the rank's
+  compute (capacity-1, FIFO), so one pass's all-to-all waits hide behind the other's compute,
+  which runs on the SMs the all-to-all kernels leave (``OVERLAP_DISPATCHER_SMS``,
+  ``StepState.overlap_compute_factor``; L2 / HBM interference not modelled); the time that is
+  not compute is split over the categories in proportion to the two passes' waits. Without
+  ``fb_overlap``, F then B.
 
 Data parallelism follows Megatron's distributed optimizer: ring reduce-scatter of the bf16
 gradients (dense parameters over the rank's DP group, routed experts over its EDP group), the
@@ -32,13 +32,10 @@ rank's weights once per step: booked as ``optimizer``), ring all-gather of the u
 parameters. With ``spec.dp_overlap`` (Megatron ``--overlap-grad-reduce``, one bucket per
 layer) each layer's reduce-scatter starts when the rank has run that layer's last backward
 (embedding / LM-head grads with their chunk's), sharing the fabric with the remaining
-backward traffic; otherwise all of them start after the last op. The all-gather always runs
-after the optimizer (Megatron's ``--overlap-param-gather`` would hide it behind the next
-step's forward: not modelled, so it counts as exposed).
+backward traffic; otherwise all of them start after the last op. The all-gather runs after
+the optimizer, exposed (``--overlap-param-gather`` is not modelled).
 
-Each rank's time is split into categories that add up to its finish time: ``compute``,
-``a2a_exposed`` (waiting in all-to-alls), ``bubble`` (waiting for pipeline inputs),
-``dp_exposed`` (waiting in DP collectives), ``optimizer``.
+A rank's time is split into categories adding up to its finish time (``CATEGORIES``).
 """
 
 from __future__ import annotations
@@ -309,6 +306,14 @@ def _dp_tail(st: StepState, rank: int) -> Generated:
     yield from _wait(st, rank, "dp_exposed", st.env.all_of(gathers))
 
 
+def _inputs(st: StepState, rank: int, passes: tuple[Pass, ...]) -> Generated:
+    """Wait for the pipeline inputs of an FB op's passes, as bubble (module docstring)."""
+    for p in passes:
+        vs = st.place.vstage(st.coords[rank]["pp"], p.chunk)
+        if vs != (0 if p.kind == "F" else st.place.n_virtual - 1):
+            yield from _wait(st, rank, "bubble", st.mailbox(p.kind, p.microbatch, vs, rank))
+
+
 def _overlapped(st: StepState, rank: int, passes: tuple[Pass, ...]) -> Generated:
     """Run ``passes`` concurrently on ``rank``; book compute, split the rest by the waits."""
     main, scratch = st.ledger[rank], np.zeros(len(CATEGORIES))
@@ -332,6 +337,8 @@ def rank_program(st: StepState, rank: int) -> Generated:
     by_kind = st.op_kind_s.setdefault(rank, dict.fromkeys(("F", "B", "W", "FB"), 0.0))
     for op in st.ops[stage]:
         t0, idle0 = st.env.now, st.time_s[rank, bubble]
+        if op.kind == "FB":
+            yield from _inputs(st, rank, op.passes())
         if op.kind == "FB" and st.spec.fb_overlap:
             yield from _overlapped(st, rank, op.passes())
         else:

@@ -93,6 +93,7 @@ class StepSpec:
     slow_gpus: tuple[tuple[int, float], ...] = ()  # (rank = GPU, factor >= 1) on every kernel
     seed: int = 0
     recompute: str = "auto"  # activation recompute (RECOMPUTES); auto = the memory plan's
+    mtp_layers: int = 0  # MTP modules trained on the last virtual stage (moesim.step.mtp)
 
     def resolved_recompute(self) -> str:
         """The recompute the step runs: ``recompute`` unless ``auto``, then the memory plan's
@@ -124,6 +125,12 @@ class StepSpec:
                               "only")
         if dispatcher.forwards:
             self.forward_ranks()
+        n_mtp = self.mtp_layers
+        if isinstance(n_mtp, bool) or not isinstance(n_mtp, int) or not (
+                0 <= n_mtp <= self.model.mtp_layers):
+            raise ConfigError("step.mtp_layers", f"must be an integer in [0, "
+                              f"{self.model.mtp_layers}] (model {self.model.name}'s MTP "
+                              f"modules), got {n_mtp!r}")
         if self.recompute not in RECOMPUTES:
             raise ConfigError("step.recompute", f"unknown {self.recompute!r}; allowed: "
                               + ", ".join(RECOMPUTES))

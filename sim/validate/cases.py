@@ -169,13 +169,20 @@ STEP_CASES: tuple[Case, ...] = (
          scope="end_to_end", gpu="H800", path="fast",
          lower_is_faster=True,
          note="fast mode; DualPipe (mirrored chunks, F/B/W split), FP8 blockwise GEMMs and "
-              "casts, DeepEP dispatch, GBS 15360; not modelled: the MTP module, the batch ramp "
-              "over the first 469B tokens, the multi-plane fabric",
+              "casts, DeepEP dispatch, GBS 15360, the MTP module on the last stage; not "
+              "modelled: the batch ramp over the first 469B tokens, the multi-plane fabric",
          tolerance_why="a whole-run average (2664K GPU-hours / 14.8T tokens) incl. the batch "
                        "ramp and restarts; no per-step spread published: 5% assumed",
          assumptions=("rail-optimised fat tree stands in for the multi-plane fabric",
                       "DualPipe's batched point-to-point sends not modelled (each pass's "
-                      "output leaves when it ends)")),
+                      "output leaves when it ends; an FB op waits for both its inputs "
+                      "first, as the source does)",
+                      "stage split 3 | 4 x 14 | 2 decoder layers (moesim's default): the "
+                      "middle chunks' 4 MoE layers are deepseek-ai/profile-data's; how the "
+                      "other 5 split between stages 0 and 15 is not published, and DualPipe "
+                      "puts both on ranks 0 and 15, so no rank's load depends on it",
+                      "the MTP module (D = 1, report section 4.2) and its second head pass on "
+                      "the last stage, beside the output head it shares (section 3.2.3)")),
 )
 
 CASES: tuple[Case, ...] = (DEEPEP_CASES + LL_CASES + NCCL_CASES + PARAM_CASES + CHECKPOINT_CASES
