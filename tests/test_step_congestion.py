@@ -21,9 +21,18 @@ top link class same unless said; /tmp script running the test's specs):
 128: 2:1 ECMP 905.31 / 908.06 (+0.3 %); 2:1 PXN 581.95 / 586.54 (+0.8 %); 4:1 ECMP 1686.06 /
 1657.35 (-1.7 %); 4:1 PXN 894.74 / 897.29 (+0.3 %).
 256: 2:1 ECMP 1093.25 / 1084.94 (-0.8 %); 2:1 PXN 655.34 / 678.26 (+3.5 %); 4:1 PXN 958.57 /
-983.11 (+2.6 %); 4:1 ECMP 2084.48 / 2006.85 (-3.7 %, but full mode's top link is now the uplink
-leaf.r7.su0->spine.1, the phases' spine.0->leaf.r0.su6 as before: strict xfail, not traced;
-before that draw 2042.64 / 2006.76, the same link).
+983.11 (+2.6 %); 4:1 ECMP 2084.48 / 2006.85 (-3.7 %; before that draw 2042.64 / 2006.76).
+The "top link" there is judged per straggler (:func:`straggler_link`): two stages' DP tails
+end the step within 0.74 % of each other in full mode (stage 0 at 2084.48 ms, stage 3 at
+2069.15 ms); full mode's critical path walked back from stage 0's last rank names the uplink
+leaf.r7.su0->spine.1 (1137 ms on it), from stage 3's spine.0->leaf.r0.su6 (1430 ms). The
+phases end stage 3 last (2006.85 ms, stage 0 1964.72: 2.1 % apart) and name
+spine.0->leaf.r0.su6, stage 3's own; their stage 0 ring's busiest link is
+leaf.r7.su0->spine.1, full mode's. A step allowed 5 % of error cannot order two stragglers
+0.74 % apart, so the test asks for the link full mode names from the straggler fast mode
+finds last, where that straggler ends within the same 5 % of full mode's step. (The order
+flips because the phases' pipeline ends early on stage 0, last op 807 vs 921-944 ms: the
+mechanism of 512 GPUs 4:1 ECMP below.)
 512: 2:1 ECMP 1468.31 / 1445.28 (-1.6 %, same class); 2:1 PXN 894.62 / 914.63 (+2.2 %);
 4:1 PXN 1242.17 / 1291.79 (+4.0 %); 4:1 ECMP 2769.61 / 2588.88 (-6.5 %, strict xfail: full mode's
 stages reach their gradient tails 100-200 ms later, their all-to-alls meeting other stages'
@@ -51,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
 import pytest
 
 from moesim.fabric.build import build_table
@@ -58,18 +68,21 @@ from moesim.fabric.spec import FabricSpec
 from moesim.fabric.subfabric import GraphIndex
 from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
+from moesim.results.critical_path import walk
 from moesim.step import Fast, StepResult, StepSpec, run_step
 from moesim.step.fast import prepare
 from moesim.step.phased import declares_oversubscription, oversubscribed
 from moesim.topologies.registry import preset_names, read_preset
 
 EP = 32  # four hosts of 8 GPUs
+STAGE_GPUS = 64  # DP 64 per pipeline stage
+STEP_REL = 0.05  # the issue's tolerance on the step, oversubscribed fabrics
 
 
 def _spec(gpus: int, over: float, pxn: bool) -> StepSpec:
     """moe-1t cut to one MoE layer per stage; PP = gpus / 64 (DP 64 per stage), EP32, two
     micro-batches; H800 hosts on a 2-tier rail fat tree, 4 hosts per SU, 2 spines, ECMP."""
-    pp = gpus // 64
+    pp = gpus // STAGE_GPUS
     model = dataclasses.replace(get_model("moe-1t"), num_layers=pp, moe_layers=(True,) * pp)
     fabric = FabricSpec(preset="rail-h800-64", params=(
         ("hosts", gpus // 8), ("hosts_per_su", 4), ("oversubscription", over), ("spines", 2)),
@@ -82,6 +95,30 @@ def link_class(name: str) -> str:
     """A link's name with its host, SU and switch numbers blanked, its rail kept:
     ``leaf.r7.su1->spine.0`` -> ``leaf.r7.su#->spine.#`` (symmetric copies compare equal)."""
     return re.sub(r"(?<=su)\d+|(?<=spine\.)\d+|(?<=\bh)\d+|(?<=core\.)\d+", "#", name)
+
+
+def straggler_link(full: StepResult, stage: int, rel: float) -> str:
+    """Full mode's top link seen from ``stage``'s last rank: the step's (``full.top_link``)
+    where that stage ends the step, else the top link of the critical path walked back from
+    the stage's last rank, for a stage that ends within ``rel`` of the step ("" otherwise).
+
+    Why: a model allowed ``rel`` of error on the step cannot be asked to order two
+    stragglers that end within ``rel`` of each other in full mode; it is asked to name, for
+    the straggler it finds last, the link full mode's critical path names from that same
+    straggler (measured: 256 GPUs 4:1 ECMP, module docstring)."""
+    assert full.critical is not None
+    rec = full.critical.record
+    per = rec.world_size // rec.pp
+    if full.last_rank // per == stage:
+        return full.top_link
+    end = np.asarray(rec.end_s, dtype=float)
+    mine = np.full_like(end, np.nan)
+    mine[stage * per:(stage + 1) * per] = end[stage * per:(stage + 1) * per]
+    if np.nanmax(mine) < (1 - rel) * np.nanmax(end):
+        return ""
+    path = walk(dataclasses.replace(rec, end_s=mine))
+    links = [c for c in path.contributors if c.kind == "link"]
+    return max(links, key=lambda c: c.time_s).link if links else ""
 
 
 def _both(gpus: int, over: float, pxn: bool) -> tuple[StepResult, StepResult]:
@@ -100,11 +137,6 @@ def _case(gpus: int, over: float, pxn: bool) -> object:
             "measured: full 2769.61 ms, phases 2588.88 ms (-6.5 %; before f90343f's router "
             "draw 2788.37 / 2587.71, -7.2 %): all-to-alls beside other stages' traffic "
             "(module docstring)")))
-    if (gpus, over, pxn) == (256, 4.0, False):
-        marks.append(pytest.mark.xfail(strict=True, reason=(
-            "measured after f90343f's router draw: full 2084.48 ms, phases 2006.85 ms "
-            "(-3.7 %), top link full leaf.r7.su0->spine.1, phases spine.0->leaf.r0.su6 (before "
-            "it: full 2042.64 ms, both spine.0->leaf.r0.su6); not traced")))
     return pytest.param(gpus, over, pxn, marks=marks)
 
 
@@ -116,8 +148,9 @@ CASES = [_case(gpus, over, pxn) for gpus in (128, 256, 512) for over in (2.0, 4.
 @pytest.mark.parametrize("gpus, over, pxn", CASES)
 def test_fast_sees_the_contention_full_mode_sees(gpus: int, over: float, pxn: bool) -> None:
     full, fast = _both(gpus, over, pxn)
-    assert fast.step_time_s == pytest.approx(full.step_time_s, rel=0.05)
-    assert full.top_link and link_class(fast.top_link) == link_class(full.top_link)
+    assert fast.step_time_s == pytest.approx(full.step_time_s, rel=STEP_REL)
+    full_link = straggler_link(full, fast.last_rank // STAGE_GPUS, STEP_REL)
+    assert full_link and link_class(fast.top_link) == link_class(full_link)
 
 
 def test_fast_sees_the_contention_on_one_stage() -> None:
