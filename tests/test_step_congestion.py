@@ -35,8 +35,11 @@ flips because the phases' pipeline ends early on stage 0, last op 807 vs 921-944
 mechanism of 512 GPUs 4:1 ECMP below.)
 512: 2:1 ECMP 1468.31 / 1445.28 (-1.6 %, same class); 2:1 PXN 894.62 / 914.63 (+2.2 %);
 4:1 PXN 1242.17 / 1291.79 (+4.0 %); 4:1 ECMP 2769.61 / 2588.88 (-6.5 %, strict xfail: full mode's
-stages reach their gradient tails 100-200 ms later, their all-to-alls meeting other stages'
-all-to-alls and rings on the 4:1 spines, which the phases solve each alone).
+stages reach their gradient tails 100-200 ms later: the EP groups' members are replicas whose
+pipeline inputs arrive spread out in full mode, ECMP stacking some sends on one uplink and the
+next micro-batch's all-to-all starving them there; fast mode's replicas arrive together. The
+all-to-alls as flows beside the sends and rings, a prototype: 2631.54 ms, -5.0 %, at full
+mode's cost, 60 s of CPU; README).
 64 GPUs (one stage, the default suite's case): 4:1 ECMP 1790.74 / 1808.44 (+1.0 %, same link).
 1:1, ``Fast()`` as users get it (under ECMP since 2026-12-04 ``Fast(phases="replicas")``: the
 estimates' all-to-alls, the pipeline's sends as copies over every replica and the gradient
@@ -135,8 +138,8 @@ def _case(gpus: int, over: float, pxn: bool) -> object:
     if (gpus, over, pxn) == (512, 4.0, False):
         marks.append(pytest.mark.xfail(strict=True, reason=(
             "measured: full 2769.61 ms, phases 2588.88 ms (-6.5 %; before f90343f's router "
-            "draw 2788.37 / 2587.71, -7.2 %): all-to-alls beside other stages' traffic "
-            "(module docstring)")))
+            "draw 2788.37 / 2587.71, -7.2 %): the replicas' pipeline inputs spread out and "
+            "starved by all-to-alls in full mode (module docstring)")))
     return pytest.param(gpus, over, pxn, marks=marks)
 
 

@@ -24,10 +24,12 @@ fabric (ECMP, PXN). ``StepResult.top_link`` names the link the last rank waited 
 all-to-all wait charged to its phase's busiest link, its gradient-ring waits to its stage's
 busiest ring link), as full mode's critical path names one.
 
-Not seen: all-to-all traffic beside other traffic (another stage's, a gradient ring's, a
-pipeline send's: phases are solved alone); members that reach an all-to-all at different
-times for reasons outside the representative (a replica's pipeline input held up by
-congestion); a slow GPU outside the representative pipeline. Measured against full mode on
+Not seen: all-to-all traffic beside other traffic (a gradient ring's, a pipeline send's:
+phases are solved alone); members that reach an all-to-all at different times for reasons
+outside the representative (a replica's pipeline input held up by congestion: under ECMP on a
+4:1 fabric, some replicas' sends stacked on one uplink and starved there by the next
+micro-batch's all-to-all, what leaves 512 GPUs 4:1 ECMP 6.5 % low, README); a slow GPU outside
+the representative pipeline. Measured against full mode on
 oversubscribed rail fabrics: ``tests/test_step_congestion.py`` and ``docs`` in the README.
 
 Cost: an engine solve per distinct all-to-all phase (stages whose problems are the same up
