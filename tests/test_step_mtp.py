@@ -13,7 +13,10 @@ from moesim.hardware.roofline import gemm_wgrad_time_s
 from moesim.model import get_model
 from moesim.model.accounting import mtp_module_params
 from moesim.parallel.layout import ParallelLayout
+from moesim.runner.specs import step_spec
+from moesim.scenario import load_scenario_file, scenario_from_dict
 from moesim.scenario.spec import Workload
+from moesim.scenarios import resolve
 from moesim.step import StepSpec
 from moesim.step.plan import build_plan
 
@@ -60,4 +63,18 @@ def test_mtp_layers_bounded_by_the_model() -> None:
                  mtp_layers=1)
     with pytest.raises(ConfigError) as err:
         Workload(mtp_layers=-1)
+    assert err.value.field == "workload.mtp_layers"
+
+
+def test_scenario_names_the_workload_field() -> None:
+    """A scenario asking for more MTP modules than its model has, or for any in mode group,
+    is refused naming ``workload.mtp_layers``; the shipped DeepSeek-V3 run trains one."""
+    assert step_spec(load_scenario_file(resolve("deepseek-v3-2048xh800"))).mtp_layers == 1
+    base = {"version": 2, "name": "x", "model": "deepseek-v3", "hardware": {"gpu": "H800"},
+            "layout": {"ep": 8, "dp": 8}, "mode": "fast", "workload": {"mtp_layers": 2}}
+    with pytest.raises(ConfigError) as err:
+        step_spec(scenario_from_dict(base))
+    assert err.value.field == "workload.mtp_layers"
+    with pytest.raises(ConfigError) as err:
+        scenario_from_dict({**base, "mode": "group", "workload": {"mtp_layers": 1}})
     assert err.value.field == "workload.mtp_layers"

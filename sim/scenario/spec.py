@@ -141,9 +141,10 @@ class Scenario(Setting):
             raise ConfigError("workload.global_batch", "mode group replays one micro-batch: "
                               "leave it out or set dp x micro_batch_size")
         for name, allowed in (("compute_dtype", ("bf16",)), ("dispatcher", ("alltoall",)),
-                              ("recompute", ("auto", "none"))):
+                              ("recompute", ("auto", "none")), ("mtp_layers", (0,))):
             if getattr(wl, name) not in allowed:
-                raise ConfigError(f"workload.{name}", f"mode group models {' or '.join(allowed)} "
+                raise ConfigError(f"workload.{name}", f"mode group models "
+                                  f"{' or '.join(map(str, allowed))} "
                                   "only (use mode full or fast)")
         if self.schedule != "1f1b":
             raise ConfigError("schedule", "mode group replays the layers in order: 1f1b")
