@@ -30,23 +30,26 @@ from moesim.router import Draw, RoutingResult
 from moesim.step.plan import count_layer, draw_layer, route_layer
 from moesim.step.spec import StepSpec
 
-ROUTING_THREADS = 1
-"""Worker threads drawing layers ahead (at most the usable cores less one); 0 draws and
-counts each layer in the calling thread when asked."""
+ROUTING_THREADS = 2
+"""Worker threads drawing layers ahead (at most the usable cores; none on one core); 0 draws
+and counts each layer in the calling thread when asked. The calling thread mostly waits for
+the draws (numpy's multinomial draws run without the GIL), so on two cores two workers draw
+side by side: 9,216-GPU step, benchmarks/README.md."""
 LOOKAHEAD = 4
 """Layers drawn ahead of the one asked for, at most (a draw holds its assignments: ~4 MB at
 EP64 x 4096 tokens x top-8)."""
 
 
 def routing_threads() -> int:
-    """Workers for :class:`RoutingAhead`: ``ROUTING_THREADS``, at most the usable cores less
-    the calling thread's (none on one core), and none in a worker process of a pool (design,
+    """Workers for :class:`RoutingAhead`: ``ROUTING_THREADS``, at most the usable cores (none
+    on one core: the calling thread's), and none in a worker process of a pool (design,
     sweep, validate: their processes already use the cores)."""
     mp = sys.modules.get("multiprocessing")  # imported by any pool; not imported here for this
     if mp is not None and mp.parent_process() is not None:
         return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(0, min(ROUTING_THREADS, (cores or 1) - 1))
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
+    return min(ROUTING_THREADS, cores) if cores > 1 else 0
 
 
 class _DrawAhead:
