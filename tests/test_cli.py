@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from moesim.cli import main
@@ -91,3 +92,16 @@ def test_place_reports_groups_and_rejects_bad_layouts() -> None:
         check=False,
     )
     assert bad.returncode == 2 and "layout.ep" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_allocator_setting_applies_on_glibc_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command's allocator thresholds (moesim.cli.memory) are set on glibc (mallopt
+    answers 1) and left alone on another C library."""
+    import os
+
+    from moesim.cli import memory
+
+    glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    assert memory.keep_freed_memory() is glibc
+    monkeypatch.setattr(os, "confstr", lambda name: "musl")
+    assert memory.keep_freed_memory() is False

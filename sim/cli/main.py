@@ -88,6 +88,9 @@ def _load(target: str, wrap: bool) -> click.Command:
 @click.version_option(package_name="moesim")
 def main() -> None:
     """moesim: simulate MoE training steps on GPU cluster fabrics."""
+    from moesim.cli.memory import keep_freed_memory
+
+    keep_freed_memory()  # the step's arrays reuse freed blocks (moesim.cli.memory)
 
 
 @main.command("scenarios")
