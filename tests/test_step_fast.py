@@ -216,3 +216,17 @@ def test_block_router_gives_the_whole_fabric_routes() -> None:
     for name in ("ptr", "link", "weight", "latency_s", "cap_Bps"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     assert len(blocks._routers) > 1  # several block pairs, each its own sub-fabric
+
+
+def test_rank_rows_are_made_when_first_read() -> None:
+    """StepState's per-rank rows (coordinates, compute resources) are made for the ranks a
+    step reads; len and iteration are the whole world's, in rank order; the same row twice."""
+    from moesim.step.state import RankRows
+
+    made: list[int] = []
+    rows = RankRows(5, lambda r: made.append(r) or {"rank": r})
+    assert rows[3] == {"rank": 3} and rows[3] is rows[3] and made == [3]
+    assert len(rows) == 5 and [row["rank"] for row in rows] == [0, 1, 2, 3, 4]
+    assert made == [3, 0, 1, 2, 4]
+    with pytest.raises(IndexError):
+        rows[5]

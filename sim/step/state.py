@@ -7,8 +7,9 @@ group, item), pipeline inputs by (pass kind, micro-batch, virtual stage, receivi
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import simpy
@@ -40,6 +41,33 @@ Span = tuple[int, float, float, str, object, Where | None, object, object]
 the event waited on (None for compute), the value the event fired with)."""
 
 
+Row = TypeVar("Row")
+
+
+class RankRows(dict[int, Row]):
+    """A list of ``world`` per-rank rows, each made by ``make(rank)`` when first read: fast
+    mode runs one pipeline of a world of thousands of ranks (9,216 GPUs: a SimPy resource
+    and a coordinate dict per rank cost ~55 ms before the run, for the 16 it reads). Reads
+    of a made row are a dict lookup; ``len`` and iteration are the whole list's (iterating
+    makes every row)."""
+
+    def __init__(self, world: int, make: Callable[[int], Row]) -> None:
+        super().__init__()
+        self.world, self.make = world, make
+
+    def __missing__(self, rank: int) -> Row:
+        if not 0 <= rank < self.world:
+            raise IndexError(f"rank {rank} outside 0..{self.world - 1}")
+        row = self[rank] = self.make(rank)
+        return row
+
+    def __len__(self) -> int:
+        return self.world
+
+    def __iter__(self) -> Iterator[Row]:  # type: ignore[override]  # rows, as a list's
+        return (self[r] for r in range(self.world))
+
+
 @dataclass
 class StepState:
     """Shared by every rank program: collectives keyed so that all members share one object."""
@@ -67,12 +95,12 @@ class StepState:
     cursor: dict[object, Where] = field(default_factory=dict)  # SimPy process -> what it runs
     a2a_send_s: dict[int, np.ndarray] = field(default_factory=dict)  # a2a tag -> member sends
     pending: list[list[simpy.Event]] = field(init=False)  # per rank: its reduce-scatters
-    coords: list[dict[str, int]] = field(init=False)
+    coords: RankRows[dict[str, int]] = field(init=False)  # [rank]: its layout coordinates
     ep_group: list[tuple[int, ...]] = field(init=False)
     slowdown: np.ndarray = field(init=False)  # [rank]: factor on its compute
     ledger: list[np.ndarray] = field(init=False)  # [rank]: where its times are booked now
     time_s_row: list[np.ndarray] = field(init=False)  # [rank]: views of time_s
-    gpu: list[simpy.Resource] = field(init=False)  # [rank]: its compute, for FB overlap
+    gpu: RankRows[simpy.Resource] = field(init=False)  # [rank]: its compute, for FB overlap
     analytic_a2a: bool = field(default=False, kw_only=True)  # a2a_arrival_s answers without
     # events (fast mode's states; moesim.step.program fuses MoE layers then)
     overlap_compute_factor: float = field(init=False)  # compute inside an FB op (program.py)
@@ -80,14 +108,14 @@ class StepState:
 
     def __post_init__(self) -> None:
         lay = self.spec.layout
-        self.coords = [lay.coords(r) for r in range(lay.world_size)]
+        self.coords = RankRows(lay.world_size, lay.coords)
         ep_of = {r: g for g in lay.groups("ep") for r in g}  # one pass (9,216 ranks: 10 ms)
         self.ep_group = [ep_of[r] for r in range(lay.world_size)]
         self.pending = [[] for _ in range(lay.world_size)]
         self.slowdown = self.spec.slowdown()
         self.time_s_row = [self.time_s[r] for r in range(lay.world_size)]
         self.ledger = list(self.time_s_row)
-        self.gpu = [simpy.Resource(self.net.env, capacity=1) for _ in range(lay.world_size)]
+        self.gpu = RankRows(lay.world_size, lambda _: simpy.Resource(self.net.env, capacity=1))
         sms = self.plan.gpu.sm_count  # the overlapped all-to-all holds some of them
         self.overlap_compute_factor = sms / (sms - OVERLAP_DISPATCHER_SMS)
         self.place = self.spec.placement()
