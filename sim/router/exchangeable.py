@@ -74,13 +74,25 @@ def _split_table(left: int, right: int, top_k: int) -> np.ndarray:
     return table
 
 
+EXACT_FLOAT32 = 1 << 24
+"""Integers below this are exact in float32, and so are sums of them that stay below it."""
+
+
+def product_dtype(tokens_per_source: int) -> str:
+    """The float type of the count products below: float32 (half the bytes, ~10 % of a 1T
+    layer's draw) when every count and sum of counts, at most ``tokens_per_source``, is exact
+    in it, else float64 (exact below 2^53)."""
+    return "float32" if tokens_per_source < EXACT_FLOAT32 else "float64"
+
+
 @lru_cache(maxsize=16)
-def _halves(top_k: int) -> np.ndarray:
-    """float64 [(top_k + 1)^2, 2 (top_k + 1)]: (need r, left takes a) -> left needs a (first
-    top_k + 1 columns), right needs r - a (last top_k + 1); a matmul sums the groups (the
-    fastest of the ways measured: gathers and strided diagonals cost 3-6x more)."""
+def _halves(top_k: int, dtype: str = "float64") -> np.ndarray:
+    """[(top_k + 1)^2, 2 (top_k + 1)] of ``dtype``: (need r, left takes a) -> left needs a
+    (first top_k + 1 columns), right needs r - a (last top_k + 1); a matmul sums the groups
+    (the fastest of the ways measured: gathers and strided diagonals cost 3-6x more; one 2-D
+    product instead of the stacked ones spins OpenBLAS's threads: twice the CPU)."""
     width = top_k + 1
-    out = np.zeros((width * width, 2 * width))
+    out = np.zeros((width * width, 2 * width), dtype=dtype)
     for need in range(width):
         for a in range(need + 1):
             out[need * width + a, a] = 1.0
@@ -118,7 +130,8 @@ def split_blocks(rng: np.random.Generator, need: np.ndarray, n_blocks: int,
     need-r tokens of a range take a of its left half's experts, Multinomial(g_r,
     :func:`_split_table`), and need a there and r - a in the right half, independently."""
     width = need.shape[-1]
-    halves = _halves(width - 1)
+    dtype = product_dtype(int(need.sum(axis=-1).max(initial=0)))
+    halves = _halves(width - 1, dtype)
     groups = need.astype(np.int64)[..., None, :]
     for count, steps in _levels(n_blocks):
         nxt = np.empty((*groups.shape[:-2], count, width), dtype=np.int64)
@@ -130,7 +143,7 @@ def split_blocks(rng: np.random.Generator, need: np.ndarray, n_blocks: int,
                 continue
             table = _split_table(size // 2 * block, (size - size // 2) * block, width - 1)
             split = rng.multinomial(part, table)  # [..., at, need, left]
-            moved = split.reshape(*split.shape[:-2], -1) @ halves  # exact: integers < 2^53
+            moved = split.reshape(*split.shape[:-2], -1).astype(dtype) @ halves  # exact
             if whole and count == 2 * at.size:
                 nxt[..., 0::2, :], nxt[..., 1::2, :] = moved[..., :width], moved[..., width:]
             else:
@@ -154,10 +167,11 @@ def _subsets(block: int, j: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _members(block: int, j: int) -> np.ndarray:
-    """float64 [C(block, j), block]: row s = the indicator of the s-th j-subset. Read-only."""
+def _members(block: int, j: int, dtype: str = "float64") -> np.ndarray:
+    """[C(block, j), block] of ``dtype``: row s = the indicator of the s-th j-subset.
+    Read-only."""
     rows = list(combinations(range(block), j))
-    out = np.zeros((len(rows), block))
+    out = np.zeros((len(rows), block), dtype=dtype)
     out[np.repeat(np.arange(len(rows)), j), np.array(rows).ravel()] = 1.0
     out.setflags(write=False)
     return out
@@ -195,8 +209,9 @@ def within_rank(rng: np.random.Generator, taken: np.ndarray, block: int) -> np.n
             # batched by the leading axis: small products, which BLAS runs on one thread (one
             # big product spins up its threads: twice the CPU for the same time)
             lead = taken.shape[0] if taken.ndim > 1 else 1
-            flat += (per_cell.reshape(lead, cells // lead, kinds) @ _members(block, j)
-                     ).reshape(cells, block).astype(np.int64)
+            dtype = product_dtype(int(n.max()))  # a cell's sums: at most its n tokens
+            flat += (per_cell.reshape(lead, cells // lead, kinds).astype(dtype)
+                     @ _members(block, j, dtype)).reshape(cells, block).astype(np.int64)
         else:
             cell = np.repeat(np.arange(cells) * block, n)
             for slot in topk_columns(np.full(block, 1.0 / block), total, j, rng):
