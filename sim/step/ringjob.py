@@ -100,6 +100,8 @@ class RingJob:
         self._key = net.observe(self._notified)
         self._due_at = -1.0  # the instant a notified refresh is planned for
         self._wake_at = np.inf  # the planned wake (_plan)
+        self._fed, self._sent_at = 0, -1  # feeds so far; the feed _in_flows was made after
+        self._in_flows = np.zeros(ids.shape, dtype=bool)
 
     def gpu_done_s(self) -> np.ndarray:
         """Per GPU of ``gpus`` ([ring, position]), its finish time (nan: not yet)."""
@@ -159,6 +161,7 @@ class RingJob:
         self.flow[go] = self.net.start(self.src[go], self.dst[go], more * self.chunk, gid)
         self.net.watch(self.flow[go], self._key)
         self.sent[go] += more
+        self._fed += 1
         self.net.kick()
         # a flow that runs alone has its rate now; the solved ones get theirs at the update
         self.rate[go] = self.net.flows.col["rate_Bps"][self.flow[go]]
@@ -215,7 +218,10 @@ class RingJob:
         it needs is not yet in a flow (only the ranks whose chunks all are get computed), or
         its flow is not yet solved."""
         due = np.full(self.done_s.shape, np.inf)
-        ok = (self.sent[self.row] >= self.m).all(axis=-1) & np.isnan(self.done_s)
+        if self._sent_at != self._fed:  # [q, i]: rank i's chunks all in flows (sent grows)
+            self._in_flows = (self.sent[self.row] >= self.m).all(axis=-1)
+            self._sent_at = self._fed
+        ok = self._in_flows & np.isnan(self.done_s)
         if not ok.any():
             return due
         rows = self.row[ok]  # [rank, d]: the edges each needs
