@@ -162,3 +162,32 @@ def test_solving_on_the_crossed_links_is_bit_for_bit_the_whole_fabric_solve(
         assert got.passes == whole.passes
         passes.append(whole.passes)
     assert max(passes) > 1  # multi-level cases are among them
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_long_route_sums_are_bit_for_bit_the_hop_by_hop_sums(
+    weighted: bool, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """link_sum over many hops (flows standing for many copies) sums by (hop, link) keys:
+    every per-link total, and a whole solve's rates, bottlenecks, loads and passes, equal
+    those of the hop-by-hop loop (LONG_ROUTES = inf), bit for bit."""
+    from moesim.engine import maxmin
+
+    rng = np.random.default_rng(17)
+    for n_links, hops, n_flows in ((3000, 200, 30), (40, 64, 50), (800, 17, 300)):
+        links = rng.integers(0, n_links, size=(hops, n_flows))
+        links[rng.random(links.shape) < 0.6] = n_links  # padding, mixed into the routes
+        links[:, : n_flows // 4] = rng.integers(0, 3, size=(hops, n_flows // 4))  # shared
+        wts = np.where(links == n_links, 0.0, rng.uniform(0.05, 8.0, links.shape))
+        w = wts if weighted else None
+        per_flow = rng.uniform(0.0, 1e9, n_flows)
+        cap = rng.uniform(1e9, 1e11, n_links)
+        got = (maxmin.link_sum(links, w, per_flow, n_links), maxmin.solve(links, w, cap))
+        with monkeypatch.context() as m:
+            m.setattr(maxmin, "LONG_ROUTES", np.inf)  # the hop-by-hop loop
+            loop = (maxmin.link_sum(links, w, per_flow, n_links), maxmin.solve(links, w, cap))
+        assert np.array_equal(got[0], loop[0])
+        assert np.array_equal(got[1].rate_Bps, loop[1].rate_Bps)
+        assert np.array_equal(got[1].bottleneck_link, loop[1].bottleneck_link)
+        assert np.array_equal(got[1].load_Bps, loop[1].load_Bps)
+        assert got[1].passes == loop[1].passes
