@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from moesim.errors import ConfigError
-from moesim.hardware import get_gpu
+from moesim.hardware import GemmShape, cast_time_s, gemm_time_s, get_gpu
 from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
 from moesim.plan.candidates import check_layout
@@ -82,3 +82,24 @@ def test_step_compute_grows_by_the_recomputed_forward() -> None:
 def test_bad_recompute_is_one_config_error() -> None:
     with pytest.raises(ConfigError, match=r"step\.recompute"):
         _small("some")
+
+
+def test_mla_up_proj_recompute_by_hand() -> None:
+    """``mla_up_proj`` (DeepSeek-V3 report section 3.4; Megatron's recompute module): before
+    each layer's backward the query (1536 -> 128 x 192) and key/value (512 -> 128 x 256)
+    up-projection GEMMs run again in FP8, with their input casts, on every EP rank and in the
+    dense layers too; a model without MLA is refused."""
+    model = dataclasses.replace(get_model("deepseek-v3"), num_layers=2,
+                                moe_layers=(False, True))
+    spec = StepSpec(model=model, layout=ParallelLayout(ep=8, dp=8), gpu="H800", seq_len=1024,
+                    microbatches=2, recompute="mla_up_proj", compute_dtype="fp8-block")
+    gpu, m = get_gpu("H800"), 1024
+    up = sum(float(gemm_time_s(gpu, GemmShape(m, n, k, "fp8")) + cast_time_s(gpu, m * k,
+                                                                               "fp8-block"))
+             for n, k in ((128 * 192, 1536), (128 * 256, 512)))
+    plan = build_plan(spec)
+    assert [layer.recompute_time_s(e) for layer in plan.layers for e in (0, 7)] == (
+        pytest.approx([up] * 4, rel=1e-12))
+    assert build_plan(dataclasses.replace(spec, recompute="none")).layers[1].recompute_s is None
+    with pytest.raises(ConfigError, match="needs an MLA model"):
+        _small("mla_up_proj")

@@ -30,11 +30,11 @@ def test_row_settings_reach_the_step(case) -> None:  # type: ignore[no-untyped-d
 
 
 def test_recompute_as_the_preset_states() -> None:
-    """DeepSeek-V3 on DGX-B200 (26.02): its preset's recompute_modules ['mla_up_proj'] has no
-    moesim module; the nearest, none, is run and the preset is named; other rows: auto."""
+    """DeepSeek-V3 on DGX-B200 (26.02): its preset's recompute_modules ['mla_up_proj'] is
+    run as moesim's mla_up_proj and the preset is named; other rows: auto."""
     runs = {c.name: dict(c.args)["recompute"] for c in BRIDGE_CASES}
     dsv3 = next(c for c in BRIDGE_CASES if c.gpu == "B200" and "deepseek" in c.name)
-    assert runs.pop(dsv3.name) == "none" and set(runs.values()) == {"auto"}
+    assert runs.pop(dsv3.name) == "mla_up_proj" and set(runs.values()) == {"auto"}
     assert any("mla_up_proj" in a and "@f0e2c37e" in a for a in dsv3.assumptions)
 
 

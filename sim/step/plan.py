@@ -39,6 +39,7 @@ from moesim.workload.costs import (
     ffn_s,
     kv_bytes_per_token,
     layer_costs,
+    mla_up_proj_s,
 )
 from moesim.workload.dispatchers import get_dispatcher
 from moesim.workload.moe_stack import WireFormat
@@ -176,13 +177,14 @@ def _a2a_bytes(spec: StepSpec, routing: RoutingResult) -> dict[str, np.ndarray]:
     }
 
 
-def _with_recompute(layer: LayerPlan, recompute: str) -> LayerPlan:
+def _with_recompute(layer: LayerPlan, recompute: str, up_proj_s: float) -> LayerPlan:
     """``layer`` with the forward compute that ``recompute`` runs again before its backward:
-    selective = the attention core; full = every forward kernel of the layer."""
+    selective = the attention core; mla_up_proj = ``up_proj_s``; full = every forward kernel."""
     if recompute == "none":
         return layer
-    if recompute == "selective":
-        again = np.full(1 if layer.moe is None else layer.moe.attn_fwd.size, layer.core_fwd_s)
+    if recompute in ("selective", "mla_up_proj"):
+        again = np.full(1 if layer.moe is None else layer.moe.attn_fwd.size,
+                        layer.core_fwd_s if recompute == "selective" else up_proj_s)
     elif layer.moe is None:
         again = np.array([layer.dense_fwd_s])
     else:
@@ -313,11 +315,12 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
     shared = _shared_experts_s(spec, gpu, shape)
     priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting, np.ndarray | None]] = {}
     recompute = spec.resolved_recompute()
+    up_s = mla_up_proj_s(shape, gpu) if recompute == "mla_up_proj" else 0.0
     split = any(op.defer_w for ops in spec.ops() for op in ops)  # the schedule has W ops
     moe = (*model.moe_layers, *[model.is_moe] * spec.mtp_layers)  # MTP blocks last (.mtp)
     layers = [
         _with_recompute(_moe_layer(spec, gpu, shape, i, core, shared, route, priced, split)
-                        if moe[i] else _dense_layer(gpu, shape, i, core), recompute)
+                        if moe[i] else _dense_layer(gpu, shape, i, core), recompute, up_s)
         for i in range(len(moe))
     ]
     dgrad_layers: tuple[LayerPlan, ...] = ()

@@ -48,7 +48,7 @@ default: with ``--bf16`` and without ``--grad-reduce-in-bf16`` (default off) it 
 ``accumulate_allreduce_grads_in_fp32``, so the fp32 ``main_grad`` buffers are what the
 distributed optimizer reduce-scatters (megatron/training/arguments.py)."""
 
-RECOMPUTES = ("auto", "none", *RECOMPUTE_ORDER)
+RECOMPUTES = ("auto", "none", *RECOMPUTE_ORDER, "mla_up_proj")
 """Activation recompute the step runs in each backward pass. ``auto``: what the memory plan
 chooses for this layout (:func:`moesim.parallel.memory.choose_recompute`, the rule
 ``moesim plan memory`` applies: selective if it fits the GPU's HBM, else full), with the step's
@@ -57,7 +57,12 @@ own schedule and precision. ``selective``: Megatron ``--recompute-granularity se
 backward. ``full``: ``--recompute-granularity full --recompute-method uniform
 --recompute-num-layers 1``: each layer's whole forward compute runs again (attention, router,
 experts, unpermute); the all-to-alls that Megatron's full recompute also re-runs are not
-simulated again (an underestimate of its cost). ``none``: nothing is recomputed."""
+simulated again (an underestimate of its cost). ``mla_up_proj`` (MLA models): Megatron
+``--recompute-modules mla_up_proj``, what DeepSeek-V3 recomputes (report section 3.4, with the
+RMSNorms, left out: memory-bound, ~0.1 ms per layer at 4096 tokens): the query and key/value
+up-projection GEMMs (with their input casts) run again before each layer's backward
+(:func:`moesim.workload.costs.mla_up_proj_s`); a step setting the memory plan does not choose
+or count. ``none``: nothing is recomputed."""
 
 DEFAULT_FABRIC = FabricSpec(preset="hgx-h100", multipath="dmodk", batch_window_rel=0.02)
 """D-mod-K routing (InfiniBand fat trees route by destination) and 2% finish batching, as the
@@ -134,6 +139,9 @@ class StepSpec:
         if self.recompute not in RECOMPUTES:
             raise ConfigError("step.recompute", f"unknown {self.recompute!r}; allowed: "
                               + ", ".join(RECOMPUTES))
+        if self.recompute == "mla_up_proj" and self.model.attention != "mla":
+            raise ConfigError("step.recompute", f"mla_up_proj needs an MLA model; "
+                              f"{self.model.name} has {self.model.attention} attention")
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise ConfigError("step.compute_dtype", f"unknown {self.compute_dtype!r}; allowed: "
                               + ", ".join(COMPUTE_DTYPES))

@@ -122,11 +122,10 @@ PRESETS = ("NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/deepseek/"
 """The DeepSeek-V3 presets of the 26.02 table's layouts (that version's B200 / B300 PP16 EP8,
 GB200 PP4 VP4 EP64 and GB300 PP2 VP8 EP32 MBS2 presets are the table's rows)."""
 
-DSV3_B200_2602 = ("none", (
+DSV3_B200_2602 = ("mla_up_proj", (
     f"recompute: the preset (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V2, {PRESETS}) states "
-    "recompute_modules ['mla_up_proj'] (the q / kv up-projection GEMMs again before each "
-    "backward; ~0.16 ms per layer and micro-batch forward here); moesim has no module-level "
-    "recompute: none is the nearest (selective, the attention core, would add 0.63 ms)",
+    "recompute_modules ['mla_up_proj']: the q / kv up-projection GEMMs again before each "
+    "backward (0.18 ms per layer and micro-batch here)",
     "the preset sets no CUDA graphs (cuda_graph_impl unset; host-side launch cost is not "
     "modelled here), moe_a2a_overlap False, and the hybridep flex dispatcher, run as moesim's "
     "hybridep (each token sent once per destination node, then forwarded over NVLink)",

@@ -94,6 +94,23 @@ def _casts_rows_s(shape: LayerShape, gpu: GpuSpec, m: np.ndarray, n: float, k: f
     return out
 
 
+def mla_up_proj_s(shape: LayerShape, gpu: GpuSpec) -> float:
+    """Forward of an MLA layer's up-projections: query (q_lora_rank -> heads x (nope + rope))
+    and key/value (kv_lora_rank -> heads x (nope + v)), TP-sharded, on the gathered tokens, in
+    the layer's GEMM precision with their input casts (what ``mla_up_proj`` recompute runs
+    again; a part of :func:`attention_block_s`'s projections)."""
+    model, m, tp = shape.model, shape.gathered_tokens, shape.tp
+    heads = model.num_attention_heads // tp
+    q_n = heads * (model.qk_nope_head_dim + model.qk_rope_head_dim)
+    kv_n = heads * (model.qk_nope_head_dim + model.v_head_dim)
+    total = 0.0
+    for n, k in ((q_n, model.q_lora_rank or 0), (kv_n, model.kv_lora_rank)):
+        if k:
+            total += float(gemm_time_s(gpu, GemmShape(m, n, k, shape.gemm_dtype)))
+            total += _casts_s(shape, gpu, m, n, k, 1.0, False)
+    return total
+
+
 def attention_block_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward: bool) -> float:
     """Attention block of one layer: projections, attention core, norms/residuals."""
     m, h = shape.gathered_tokens, shape.hidden
