@@ -66,6 +66,11 @@ runs made back to back, not across the notes below.
   router draws each layer's counts directly (moesim.router.exchangeable): main d08fa5f
   2.12 / 2.10 s -> 1.81 / 1.85 s (CPU 3.04-3.08 -> 2.24-2.30 s), peak 193-197 -> 157 MiB;
   benchmarks/README.md.
+* whole ``moesim step``, session 17 (2026-12-04 09:14-09:17, the lead's quiet window, ``chrt``):
+  two routing workers, glibc keeping freed memory (moesim.cli.memory), per-rank state made when
+  read: main 43e8dcd 2.05-2.42 s -> 1.78-2.09 s (medians), ``--pyc`` 1.64-1.69 s, peak 156-159
+  MiB; ``--shape simai --routing-draws 0 --repeats 3`` median 5.41 s, step 6.323 s. The step is
+  GIL-bound; benchmarks/README.md.
 * ``--shape simai --routing-draws 0``, 9,216 GPUs (dp 384, 24 micro-batches, 96 layers),
   14:55 at load ~10: median of 3 23.78 s wall, step 6.097 s, max RSS 142 MB; 15:17 at load
   ~7: 14.34 s wall, 7.43 s CPU. Its time is the SimPy run and the interleaved schedule's
