@@ -49,3 +49,37 @@ def test_qwen3_30b_shape_from_its_config() -> None:
     assert (m.moe_intermediate_size, m.num_attention_heads, m.num_key_value_heads) == (768, 32, 4)
     from moesim.model import param_counts
     assert param_counts(m).total == pytest.approx(30.5e9, rel=0.005)  # model card: 30.5B
+
+
+STATED_PIPELINES = {  # row -> (mtp_num_layers, pp_layout) its Megatron-Bridge sources state
+    "deepseek-v3 256x B200 FP8-MX GBS4096 PP16 EP8": (1, "Et*4|(t*4|)*14tmL"),  # recipe (16, 1)
+    "deepseek-v3 1024x H100 FP8-CS GBS8192 TP2 PP8 VPP4 EP64": (1, "Et|(tt|)*30mL"),  # preset
+}
+
+
+def test_deepseek_rows_run_the_mtp_module_and_layout_their_sources_state() -> None:
+    """Both DeepSeek-V3 rows by one rule: the recipe's mtp_num_layers = 1 and the stated
+    layout (the H100 preset's pp_layout; the B200 preset sets none: the recipe's (16, 1) map);
+    the step runs the MTP block on the last virtual stage, where both layouts put 'm'."""
+    from moesim.parallel.stages import parse_layout
+    from moesim.step.mtp import with_mtp
+    from moesim.step.plan import chunk_layers
+    dsv3 = {c.name: c for c in BRIDGE_CASES if "deepseek" in c.name}
+    assert set(dsv3) == set(STATED_PIPELINES)
+    for name, (mtp, text) in STATED_PIPELINES.items():
+        case = dsv3[name]
+        spec = bridge_spec(case)
+        assert (spec.mtp_layers, spec.layout.pipeline_model_parallel_layout) == (mtp, text)
+        stages = parse_layout(text)
+        assert len(stages) == spec.layout.pp * spec.layout.vpp
+        assert "".join(stages[:-1]).count("m") == 0 and stages[-1].count("m") == mtp
+        chunks = with_mtp(spec, chunk_layers(spec.layout, spec.model.num_layers))
+        assert chunks[-1][-1] == 61 and sum(map(len, chunks)) == 61 + mtp  # MTP block = layer 61
+        assert [len(c) for c in chunks] == [s.count("t") + s.count("m") for s in stages]
+        stated = [a for a in case.assumptions if a.startswith("MTP and pipeline layout")]
+        assert len(stated) == 1 and text in stated[0] and "@05d003fb" in stated[0]
+        assert "@f0e2c37e" in stated[0]
+    for case in BRIDGE_CASES:
+        if case.name not in dsv3:
+            spec = bridge_spec(case)
+            assert (spec.mtp_layers, spec.layout.pipeline_model_parallel_layout) == (0, "")

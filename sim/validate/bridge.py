@@ -21,8 +21,11 @@ the token dispatcher (DeepEP on DGX-H100 and DGX-B200, as the Megatron-Bridge Mo
 playbook states, ``skills/perf-techniques/moe-hardware-configs``; HybridEP where the row's own
 preset states ``moe_flex_dispatcher_backend="hybridep"``: the GB200 Qwen3-30B row and the
 DeepSeek-V3 DGX-B200 row), recompute (the memory plan's choice,
-``recompute: auto``), the multi-token-prediction module (not modelled) and the pipeline layout
-(moesim's even split; the recipes' custom layouts are not stated in the table).
+``recompute: auto``) and the pipeline layout (moesim's even split). The two DeepSeek-V3 rows run
+the multi-token-prediction module and the pipeline layout their Megatron-Bridge sources state
+(one rule for both: the recipe's ``mtp_num_layers`` and the preset's ``pp_layout``, else the
+recipe's layout for the row's PP and VPP; :data:`DSV3_B200_PIPELINE`,
+:data:`DSV3_H100_PIPELINE`).
 
 Not cases: DGX-GB200 / GB300 rows on several NVL72 racks (moesim cannot build racks of 64 used
 GPUs on a scale-out network yet), DGX-B300 / GB300 rows (no B300 preset), GPT-OSS 120B and the
@@ -88,11 +91,13 @@ HYBRIDEP_PRESET = (f"dispatcher hybridep: the row's preset states moe_flex_dispa
 
 def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int,
           layout: dict[str, int], tokens_per_gpu_s: float, source: str,
-          recipe: tuple[str, tuple[str, ...]] = ("auto", ()), dispatcher: str = "") -> Case:
+          recipe: tuple[str, tuple[str, ...]] = ("auto", ()), dispatcher: str = "",
+          pipeline: tuple[int, str, str] = (0, "", "")) -> Case:
     """One table row; ``recipe`` = (the recompute the step runs, what the row's Megatron-Bridge
     preset states beyond the table): ``auto`` and nothing stated when no preset of the table's
     version was read; ``dispatcher``: the one the row's preset states (hybridep), else DeepEP
-    (the playbook's)."""
+    (the playbook's); ``pipeline`` = (MTP modules, pipeline layout string, where both are
+    stated) when the row's sources state them, else none and moesim's even split."""
     lay = " ".join(f"{k.upper()}{v}" for k, v in layout.items())
     gpu = {"DGX-H100": "H100", "DGX-B200": "B200", "DGX-GB200": "GB200"}[system]
     stated = bool(dispatcher)
@@ -102,7 +107,8 @@ def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int
     args = (("model", model), ("gpu", gpu), ("gpus", gpus), ("precision", precision),
             ("global_batch", gbs), ("micro_batch_size", mbs), ("seq_len", 4096),
             ("layout", tuple(layout.items())), ("dispatcher", dispatcher),
-            ("recompute", recipe[0]), ("dispatch_dtype", "bf16"))
+            ("recompute", recipe[0]), ("dispatch_dtype", "bf16"),
+            *((("mtp_layers", pipeline[0]), ("pp_layout", pipeline[1])) if pipeline[2] else ()))
     why = ("as the row's preset states" if stated else
            "DeepEP, as the Megatron-Bridge MoE hardware playbook states for H100 / B200")
     return Case(
@@ -112,7 +118,7 @@ def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int
         note=f"{system}, GBS {gbs}, MBS {mbs}, seq 4096, force-balanced dropless router",
         assumptions=(f"dispatcher {dispatcher}: {why}", DISPATCH_BF16, fabric,
                      *(recipe[1] or ("recompute: the memory plan's choice",)),
-                     "MTP module not modelled; even stage split",
+                     pipeline[2] or "pipeline: moesim's even stage split (no preset layout read)",
                      f"{precision} as moesim's {PRECISIONS[precision]}"),
     )
 
@@ -133,9 +139,29 @@ DSV3_B200_2602 = ("mla_up_proj", (
     "(25.11: 557 / 2139 = 260 G w/ MTP, 1003 / 4018 = 250 G w/o): the run had the MTP module"))
 """What the DeepSeek-V3 DGX-B200 preset of the 26.02 table states beyond the table."""
 
+RECIPE = "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/recipes/deepseek/deepseek_v3.py"
+RECIPE_MTP = (f"the recipe ({RECIPE} @05d003fb and @355cef45, which agree; it is not stored at "
+              "the presets' version: an assumption that the run's recipe said the same) sets "
+              "mtp_num_layers = 1 and no preset overrides it")
+DSV3_B200_PIPELINE = (1, "Et*4|(t*4|)*14tmL", (
+    f"MTP and pipeline layout: the preset (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_V2, {PRESETS}) sets "
+    "no pp_layout, so the recipe's layout for (PP 16, VPP 1) is run: layout_map[(16, 1)] of "
+    "set_deepseek_v3_pipeline_model_parallel_layout = 'Et*4|(t*4|)*14tmL' (embedding + 4 layers "
+    "| 14 x 4 layers | 1 layer + MTP + loss); " + RECIPE_MTP))
+"""The DeepSeek-V3 DGX-B200 row's MTP module and pipeline layout, as its sources state."""
+
+DSV3_H100_PIPELINE = (1, "Et|(tt|)*30mL", (
+    "MTP and pipeline layout: the 25.09 container's preset is not stored at a version dated to "
+    "it; every stored version read states pp_layout 'Et|(tt|)*30mL' for H100 TP2 PP8 VP4 EP64 "
+    f"GBS8192 (DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1, {PRESETS}; deepseek_llm_pretrain.py "
+    "@01328424, deepseek_v3_h100_1024gpus_fp8_config: layout='Et|(tt|)*30mL', with "
+    "parallelism_configs.py @01328424 stating the row's TP2 PP8 VP4 EP64 GBS8192 MBS1): embedding "
+    "+ 1 layer | 30 x 2 layers | MTP + loss; " + RECIPE_MTP))
+"""The DeepSeek-V3 DGX-H100 row's MTP module and pipeline layout, as its sources state."""
+
 BRIDGE_CASES: tuple[Case, ...] = (
     _case("DGX-B200", "deepseek-v3", 256, "FP8-MX", 4096, 1, {"pp": 16, "ep": 8}, 2689.0,
-          SOURCE_2602, DSV3_B200_2602, dispatcher="hybridep"),
+          SOURCE_2602, DSV3_B200_2602, dispatcher="hybridep", pipeline=DSV3_B200_PIPELINE),
     _case("DGX-B200", "qwen3-30b-a3b", 8, "FP8-MX", 512, 1, {"ep": 8}, 9691.0, SOURCE_2602),
     _case("DGX-B200", "qwen3-235b-a22b", 256, "FP8-MX", 8192, 1, {"pp": 8, "ep": 8}, 3805.0,
           SOURCE_2602),
@@ -148,7 +174,8 @@ BRIDGE_CASES: tuple[Case, ...] = (
     _case("DGX-H100", "qwen3-30b-a3b", 16, "FP8-CS", 512, 2, {"pp": 2, "vpp": 24, "ep": 8},
           5275.0, SOURCE),
     _case("DGX-H100", "deepseek-v3", 1024, "FP8-CS", 8192, 1,
-          {"tp": 2, "pp": 8, "vpp": 4, "ep": 64}, 1297.0, SOURCE_2509),
+          {"tp": 2, "pp": 8, "vpp": 4, "ep": 64}, 1297.0, SOURCE_2509,
+          pipeline=DSV3_H100_PIPELINE),
     _case("DGX-GB200", "qwen3-30b-a3b", 8, "MXFP8", 512, 4, {"ep": 8}, 39936.0, SOURCE_2608,
           ("auto", (HYBRIDEP_PRESET, "recompute: the memory plan's choice")),
           dispatcher="hybridep"),
