@@ -26,8 +26,10 @@ offers four ways, named here as its ``TransformerConfig`` fields:
 
 The embedding is always on virtual stage 0 and the LM head (output layer, loss) on the last in
 every option (Megatron requires ``E`` first and ``L`` last): the options only move decoder
-layers. The step runs the LM-head GEMMs on the last virtual stage; the embedding lookup, the
-cross-entropy kernels and MTP modules (``m``) are not simulated (no option changes that).
+layers. The step runs the LM-head GEMMs on the last virtual stage; the embedding lookup and the
+cross-entropy kernels are not simulated (no option changes that). MTP modules run when the
+workload's ``mtp_layers`` asks for them, always on the last virtual stage beside the head
+(:mod:`moesim.step.mtp`), wherever a layout writes ``m``: here ``m`` only checks the order.
 """
 
 from __future__ import annotations

@@ -140,8 +140,9 @@ def bridge_spec(case: Case) -> StepSpec:
     gpus, mbs, gbs = int(a["gpus"]), int(a["micro_batch_size"]), int(a["global_batch"])
     gpu = str(a["gpu"])
     tp, pp, cp = (degrees.get(k, 1) for k in ("tp", "pp", "cp"))
-    layout = ParallelLayout.of({**degrees, "dp": gpus // (tp * pp * cp),
-                                "pipeline_model_parallel_layout": str(a.get("pp_layout", ""))})
+    layout = replace(
+        ParallelLayout.of({**degrees, "dp": gpus // (tp * pp * cp)}),
+        pipeline_model_parallel_layout=str(a.get("pp_layout", "")))
     if gpu == "GB200":  # one NVL72 rack; ranks on its first GPUs
         fabric = FabricSpec(preset="nvl72-gb200", multipath="dmodk", batch_window_rel=0.02)
     else:
