@@ -102,17 +102,17 @@ def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) ->
         passes += 1
         w_pad = fabric_id.size - 1  # the padding link's working id
         idle = weight_left <= 0  # idle links: level infinite (no division, no errstate)
-        level = np.full(w_pad + 1, np.inf)
-        head = np.subtract(cap, used)
-        np.divide(np.maximum(head, 0.0, out=head), weight_left, out=level, where=~idle)
+        level = np.subtract(cap, used)
+        np.divide(np.maximum(level, 0.0, out=level), weight_left, out=level, where=~idle)
+        level[idle] = np.inf
         pair_level = level.take(lk)
-        flow_min = pair_level.min(axis=0)
+        flow_min = np.minimum.reduce(pair_level, axis=0)  # ndarray.min without its wrapper
         lower = pair_level > flow_min * (1.0 + LEVEL_RTOL)
         blocked = idle.copy()
         blocked[lk[lower]] = True
-        first = _first_on(lk, (~blocked).take(lk))
-        is_done = first >= 0
-        done = is_done.nonzero()[0]  # nonzero()[0], not flatnonzero: fewer wrapper calls
+        free = ~blocked
+        first = _first_on(lk, free.take(lk))
+        done = (first >= 0).nonzero()[0]  # nonzero()[0], not flatnonzero: fewer wrapper calls
         if not done.size:  # only flows without real links remain
             break
         if done.size == ids.size:
@@ -125,8 +125,8 @@ def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) ->
         dw = None if wt is None else wt.take(done, axis=1)
         used += link_sum(dl, dw, level_done, w_pad)
         weight_left -= link_sum(dl, dw, None, w_pad)
-        weight_left[~blocked] = 0.0
-        keep = (~is_done).nonzero()[0]
+        weight_left[free] = 0.0
+        keep = (first < 0).nonzero()[0]
         ids, lk = ids[keep], lk.take(keep, axis=1)
         wt = None if wt is None else wt.take(keep, axis=1)
     load[fabric_id] = used
@@ -166,11 +166,15 @@ def link_sum(
         return np.bincount(links.ravel(), weights=weights.ravel(), minlength=pad + 1)
     if links.shape[0] > LONG_ROUTES:
         return _long_link_sum(links, weights, per_flow, pad)
-    total = np.zeros(pad + 1)
+    total = None  # the first hop's sums start the total (0.0 + x is x: the same sums)
     for hop in range(links.shape[0]):
         values = per_flow if weights is None else weights[hop] * per_flow
-        total += np.bincount(links[hop], weights=values, minlength=pad + 1)
-    return total
+        sums = np.bincount(links[hop], weights=values, minlength=pad + 1)
+        if total is None:
+            total = sums
+        else:
+            total += sums
+    return np.zeros(pad + 1) if total is None else total
 
 
 def _long_link_sum(links: np.ndarray, weights: np.ndarray | None, per_flow: np.ndarray,
