@@ -17,7 +17,8 @@ full mode gives 535.2 ms, where the phases then gave 537.0 ms). The phases now t
 a ring job and start its tail at its own time (moesim.step.ringjob).
 
 Measured on 2026-12-04 05:0x, after f90343f's uniform-router draw (full / fabric phases, ms;
-top link class same unless said; /tmp script running the test's specs):
+top link class same unless said), and again at 09:2x, the same figures
+(``benchmarks/congestion_matrix.py`` runs these specs and prints them):
 128: 2:1 ECMP 905.31 / 908.06 (+0.3 %); 2:1 PXN 581.95 / 586.54 (+0.8 %); 4:1 ECMP 1686.06 /
 1657.35 (-1.7 %); 4:1 PXN 894.74 / 897.29 (+0.3 %).
 256: 2:1 ECMP 1093.25 / 1084.94 (-0.8 %); 2:1 PXN 655.34 / 678.26 (+3.5 %); 4:1 PXN 958.57 /
@@ -199,7 +200,8 @@ def test_fast_agrees_on_a_non_blocking_fabric(gpus: int, pxn: bool) -> None:
 @pytest.mark.congestion_large
 @pytest.mark.congestion
 def test_fast_agrees_on_a_non_blocking_fabric_with_dmodk() -> None:
-    """1:1, D-mod-K, 128 GPUs: full 436.57 ms, Fast() 428.13 ms (-1.9 %)."""
+    """1:1, D-mod-K, 128 GPUs: full 436.46 ms, Fast() 427.97 ms (-1.95 %; before f90343f's
+    router draw 436.57 / 428.13)."""
     spec = _spec(128, 1.0, False)
     spec = dataclasses.replace(spec, fabric=dataclasses.replace(spec.fabric, multipath="dmodk"))
     full, fast = run_step(spec), run_step(spec, Fast())
