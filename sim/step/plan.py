@@ -182,9 +182,10 @@ def _with_recompute(layer: LayerPlan, recompute: str, up_proj_s: float) -> Layer
     selective = the attention core; mla_up_proj = ``up_proj_s``; full = every forward kernel."""
     if recompute == "none":
         return layer
-    if recompute in ("selective", "mla_up_proj"):
+    per_attention = {"selective": layer.core_fwd_s, "mla_up_proj": up_proj_s}
+    if recompute in per_attention:  # the same kernels on every EP rank
         again = np.full(1 if layer.moe is None else layer.moe.attn_fwd.size,
-                        layer.core_fwd_s if recompute == "selective" else up_proj_s)
+                        per_attention[recompute])
     elif layer.moe is None:
         again = np.array([layer.dense_fwd_s])
     else:

@@ -46,7 +46,7 @@ import simpy
 from moesim.hardware import cast_time_s, memory_bound_time_s
 from moesim.schedule.ops import Pass
 from moesim.step.plan import LayerPlan
-from moesim.step.sends import grads_done, send
+from moesim.step.sends import grads_done, pipeline_input, send
 from moesim.step.state import (
     CATEGORIES,
     OPTIMIZER_BYTES_PER_PARAM,
@@ -236,9 +236,10 @@ def _run_pass(st: StepState, rank: int, p: Pass, defer_w: bool = False) -> Gener
     if p.kind == "W":
         yield from _weight_pass(st, rank, vs, layers, last)
         return
+    box = pipeline_input(st, rank, p)
+    if box is not None:
+        yield from _wait(st, rank, "bubble", box)
     if p.kind == "F":
-        if vs > 0:
-            yield from _wait(st, rank, "bubble", st.mailbox("F", p.microbatch, vs, rank))
         for layer in layers:
             yield from _layer(st, rank, layer, p.microbatch, backward=False)
         if last:
@@ -246,9 +247,7 @@ def _run_pass(st: StepState, rank: int, p: Pass, defer_w: bool = False) -> Gener
         else:
             send(st, rank, "F", p.microbatch, vs + 1, p.chunk)
         return
-    if not last:
-        yield from _wait(st, rank, "bubble", st.mailbox("B", p.microbatch, vs, rank))
-    else:
+    if last:  # the loss: the head's backward starts it
         yield from _compute(st, rank, st.plan.head_bwd_s - (st.plan.head_wgrad_s if defer_w
                                                             else 0.0))
     st.b_count[(rank, vs)] = st.b_count.get((rank, vs), 0) + 1
@@ -309,9 +308,9 @@ def _dp_tail(st: StepState, rank: int) -> Generated:
 def _inputs(st: StepState, rank: int, passes: tuple[Pass, ...]) -> Generated:
     """Wait for the pipeline inputs of an FB op's passes, as bubble (module docstring)."""
     for p in passes:
-        vs = st.place.vstage(st.coords[rank]["pp"], p.chunk)
-        if vs != (0 if p.kind == "F" else st.place.n_virtual - 1):
-            yield from _wait(st, rank, "bubble", st.mailbox(p.kind, p.microbatch, vs, rank))
+        box = pipeline_input(st, rank, p)
+        if box is not None:
+            yield from _wait(st, rank, "bubble", box)
 
 
 def _overlapped(st: StepState, rank: int, passes: tuple[Pass, ...]) -> Generated:

@@ -1,4 +1,5 @@
-"""Pipeline sends between stages, and when a chunk's weight gradients are all computed.
+"""Pipeline sends between stages, the inputs passes wait for, and when a chunk's weight
+gradients are all computed.
 
 A pass's output (activations forward, their gradients backward) goes as one point-to-point flow
 to the rank that runs the next virtual stage for that micro-batch: the schedule's placement
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import simpy
 
+from moesim.schedule.ops import Pass
 from moesim.step.state import StepState
 
 
@@ -33,6 +35,15 @@ def send(st: StepState, rank: int, kind: str, mb: int, vstage: int, chunk: int) 
 
     done.callbacks.append(arrived)
     st.net.start_one(rank, dst, st.plan.act_bytes, gid)
+
+
+def pipeline_input(st: StepState, rank: int, p: Pass) -> simpy.Event | None:
+    """The event of the input pass ``p`` of ``rank`` waits for (what :func:`send` delivers):
+    none for a W, a forward on the first virtual stage or a backward on the last (the loss)."""
+    vs = st.place.vstage(st.coords[rank]["pp"], p.chunk)
+    if p.kind == "W" or vs == (0 if p.kind == "F" else st.place.n_virtual - 1):
+        return None
+    return st.mailbox(p.kind, p.microbatch, vs, rank)
 
 
 def grads_done(st: StepState, rank: int, vs: int) -> bool:
