@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_step_congestion import (  # the tests' specs are the source
+from congestion_fixtures import (  # the tests' specs are the source
     STAGE_GPUS,
     STEP_REL,
-    _spec,
+    congestion_spec,
     link_class,
     straggler_link,
 )
@@ -41,19 +41,19 @@ CASES = ([f"{g}:{o}:{p}" for g in (128, 256, 512) for o in (2, 4) for p in (0, 1
          + ["128:1:0", "256:1:0", "512:1:0", "128:1:1", "dmodk"])
 
 
-def case_spec(case: str) -> tuple[StepSpec, float]:
+def casecongestion_spec(case: str) -> tuple[StepSpec, float]:
     """The test's spec of ``case`` and its oversubscription."""
     if case == "dmodk":
-        spec = _spec(128, 1.0, False)
+        spec = congestion_spec(128, 1.0, False)
         return dataclasses.replace(spec, fabric=dataclasses.replace(
             spec.fabric, multipath="dmodk")), 1.0
     gpus, over, pxn = case.split(":")
-    return _spec(int(gpus), float(over), pxn == "1"), float(over)
+    return congestion_spec(int(gpus), float(over), pxn == "1"), float(over)
 
 
 def main() -> None:
     for case in sys.argv[1:] or CASES:
-        spec, over = case_spec(case)
+        spec, over = casecongestion_spec(case)
         t0 = time.process_time()
         full = run_step(spec)
         full_s, t0 = time.process_time() - t0, time.process_time()

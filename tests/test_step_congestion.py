@@ -62,72 +62,28 @@ suite.
 from __future__ import annotations
 
 import dataclasses
-import re
 
-import numpy as np
 import pytest
+from congestion_fixtures import (
+    STAGE_GPUS,
+    STEP_REL,
+    congestion_spec,
+    link_class,
+    straggler_link,
+)
 
 from moesim.fabric.build import build_table
 from moesim.fabric.spec import FabricSpec
 from moesim.fabric.subfabric import GraphIndex
-from moesim.model import get_model
-from moesim.parallel.layout import ParallelLayout
-from moesim.results.critical_path import walk
-from moesim.step import Fast, StepResult, StepSpec, run_step
+from moesim.step import Fast, StepResult, run_step
 from moesim.step.fast import prepare
 from moesim.step.phased import declares_oversubscription, oversubscribed
 from moesim.topologies.registry import preset_names, read_preset
 
-EP = 32  # four hosts of 8 GPUs
-STAGE_GPUS = 64  # DP 64 per pipeline stage
-STEP_REL = 0.05  # the issue's tolerance on the step, oversubscribed fabrics
-
-
-def _spec(gpus: int, over: float, pxn: bool) -> StepSpec:
-    """moe-1t cut to one MoE layer per stage; PP = gpus / 64 (DP 64 per stage), EP32, two
-    micro-batches; H800 hosts on a 2-tier rail fat tree, 4 hosts per SU, 2 spines, ECMP."""
-    pp = gpus // STAGE_GPUS
-    model = dataclasses.replace(get_model("moe-1t"), num_layers=pp, moe_layers=(True,) * pp)
-    fabric = FabricSpec(preset="rail-h800-64", params=(
-        ("hosts", gpus // 8), ("hosts_per_su", 4), ("oversubscription", over), ("spines", 2)),
-        multipath="ecmp", pxn=pxn, batch_window_rel=0.02)
-    return StepSpec(model=model, layout=ParallelLayout(pp=pp, ep=EP, dp=gpus // pp),
-                    gpu="H800", fabric=fabric, microbatches=2, seq_len=4096)
-
-
-def link_class(name: str) -> str:
-    """A link's name with its host, SU and switch numbers blanked, its rail kept:
-    ``leaf.r7.su1->spine.0`` -> ``leaf.r7.su#->spine.#`` (symmetric copies compare equal)."""
-    return re.sub(r"(?<=su)\d+|(?<=spine\.)\d+|(?<=\bh)\d+|(?<=core\.)\d+", "#", name)
-
-
-def straggler_link(full: StepResult, stage: int, rel: float) -> str:
-    """Full mode's top link seen from ``stage``'s last rank: the step's (``full.top_link``)
-    where that stage ends the step, else the top link of the critical path walked back from
-    the stage's last rank, for a stage that ends within ``rel`` of the step ("" otherwise).
-
-    Why: a model allowed ``rel`` of error on the step cannot be asked to order two
-    stragglers that end within ``rel`` of each other in full mode; it is asked to name, for
-    the straggler it finds last, the link full mode's critical path names from that same
-    straggler (measured: 256 GPUs 4:1 ECMP, module docstring)."""
-    assert full.critical is not None
-    rec = full.critical.record
-    per = rec.world_size // rec.pp
-    if full.last_rank // per == stage:
-        return full.top_link
-    end = np.asarray(rec.end_s, dtype=float)
-    mine = np.full_like(end, np.nan)
-    mine[stage * per:(stage + 1) * per] = end[stage * per:(stage + 1) * per]
-    if np.nanmax(mine) < (1 - rel) * np.nanmax(end):
-        return ""
-    path = walk(dataclasses.replace(rec, end_s=mine))
-    links = [c for c in path.contributors if c.kind == "link"]
-    return max(links, key=lambda c: c.time_s).link if links else ""
-
 
 def _both(gpus: int, over: float, pxn: bool) -> tuple[StepResult, StepResult]:
-    """(full mode, fast mode with whole-fabric phases) of :func:`_spec`."""
-    spec = _spec(gpus, over, pxn)
+    """(full mode, fast mode with whole-fabric phases) of :func:`congestion_spec`."""
+    spec = congestion_spec(gpus, over, pxn)
     return run_step(spec), run_step(spec, Fast(phases="fabric"))
 
 
@@ -161,7 +117,7 @@ def test_fast_sees_the_contention_on_one_stage() -> None:
     """64 GPUs (PP 1: EP32 over 4 hosts, DP 64 over 2 SUs) on a 4:1 spine, fast mode as users
     get it (``Fast()``: the phases, the fabric being oversubscribed): within 5 % of full mode
     with the same top link (measured: +1.0 %; the estimates -43.1 %)."""
-    spec = _spec(64, 4.0, False)
+    spec = congestion_spec(64, 4.0, False)
     full, fast = run_step(spec), run_step(spec, Fast())
     assert fast.step_time_s == pytest.approx(full.step_time_s, rel=0.05)
     assert full.top_link and link_class(fast.top_link) == link_class(full.top_link)
@@ -171,7 +127,7 @@ def test_fast_sees_the_contention_on_one_stage() -> None:
 def test_auto_phases_follow_the_oversubscription(over: float, blocking: bool) -> None:
     """``Fast()`` runs the whole-fabric phases where a switch is oversubscribed, elsewhere
     the estimates with every replica's copies under ECMP (the same step as naming them)."""
-    spec = _spec(64, over, True)
+    spec = congestion_spec(64, over, True)
     assert declares_oversubscription(spec.fabric) is blocking
     assert oversubscribed(prepare(spec)[0]) is blocking
     chosen = Fast(phases="fabric" if blocking else "replicas")
@@ -192,7 +148,7 @@ def test_fast_agrees_on_a_non_blocking_fabric(gpus: int, pxn: bool) -> None:
     moesim.step.ringflows). Measured on main 6980b05 (after f90343f's router draw): 128 GPUs
     full 535.50 ms, Fast() 542.21 ms (+1.3 %); 256 GPUs 645.71 / 651.17 (+0.8 %); 512 GPUs
     865.15 / 872.07 (+0.8 %); 128 GPUs with PXN 439.77 / 439.86 (+0.0 %)."""
-    spec = _spec(gpus, 1.0, pxn)
+    spec = congestion_spec(gpus, 1.0, pxn)
     full, fast = run_step(spec), run_step(spec, Fast())
     assert fast.step_time_s == pytest.approx(full.step_time_s, rel=0.02)
 
@@ -202,7 +158,7 @@ def test_fast_agrees_on_a_non_blocking_fabric(gpus: int, pxn: bool) -> None:
 def test_fast_agrees_on_a_non_blocking_fabric_with_dmodk() -> None:
     """1:1, D-mod-K, 128 GPUs: full 436.46 ms, Fast() 427.97 ms (-1.95 %; before f90343f's
     router draw 436.57 / 428.13)."""
-    spec = _spec(128, 1.0, False)
+    spec = congestion_spec(128, 1.0, False)
     spec = dataclasses.replace(spec, fabric=dataclasses.replace(spec.fabric, multipath="dmodk"))
     full, fast = run_step(spec), run_step(spec, Fast())
     assert fast.step_time_s == pytest.approx(full.step_time_s, rel=0.02)
@@ -215,7 +171,7 @@ def test_host_ring_timer_agrees_with_ring_flows_without_ecmp(multipath: str) -> 
     every replica's copies with the rings as flows (``Fast(phases="replicas")``, what it
     runs under ECMP: moesim.step.ringflows) gives a step within 1 % (measured at 128 GPUs 1:1:
     428.13 ms, replicas 430.11 ms, +0.46 %; full mode under D-mod-K 436.57 ms)."""
-    spec = _spec(128, 1.0, False)
+    spec = congestion_spec(128, 1.0, False)
     spec = dataclasses.replace(spec, fabric=dataclasses.replace(spec.fabric,
                                                                 multipath=multipath))
     host = run_step(spec, Fast())
