@@ -97,7 +97,7 @@ class Fast:
     ``routing_draws = R`` reuses the routing of the first ``R`` MoE layers cyclically (None:
     every layer drawn, as full mode);
     ``fuse_moe`` runs each MoE layer of the representative as one timeout where nothing in it
-    is a flow (:func:`moesim.step.program._fused_moe`; off: one event per op, same times);
+    is a flow (:func:`moesim.step.layer_ops._fused_moe`; off: one event per op, same times);
     ``fuse_tp`` times TP / ETP rings in closed form where they have their links to themselves
     (:class:`moesim.collectives.fused_ring.FusedRing`, :func:`moesim.step.fused_layer.rings_alone`;
     off: every chunk a flow, the same times)."""
