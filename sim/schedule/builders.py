@@ -28,19 +28,17 @@ Each builder assumes its check passed. Sources of the orderings:
   second half of them deferring their W (from the ``(h+1)//2``-th pair: from its far B
   when ``h`` is odd, from its near B when even); (7) ``H - h - 1`` times W, near B (deferred);
   (8) ``h + 1`` W. Deferred W run first-in first-out. Every backward outside (3), (6), (7),
-  and every backward inside an FB op, computes its weight gradient at once. Not modelled:
-  the source batches a pass's point-to-point sends with the next pass's receives (in (2) a
-  near forward's output leaves after the far forward); here each output leaves when its
-  pass ends.
+  and every backward inside an FB op, computes its weight gradient at once. The builder
+  (:mod:`moesim.schedule.dualpipe`) also gives the point-to-point transfers each rank posts
+  together before each op, as the source batches them.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 
 from moesim.errors import ConfigError
-from moesim.schedule.ops import Op, ScheduleOps, StageOps, bwd, fwd, fwd_bwd, wgt
+from moesim.schedule.ops import Op, ScheduleOps, StageOps, bwd, fwd
 
 
 def check_one_chunk(name: str, pp: int, m: int, v: int) -> None:
@@ -115,83 +113,3 @@ def check_dualpipe(name: str, pp: int, m: int, v: int) -> None:
     if m % 2 or m < 2 * pp:
         raise ConfigError("schedule.microbatches", f"{name} needs an even number of "
                           f"micro-batches, at least 2 * pp = {2 * pp}, got {m}")
-
-
-class _DualPipeRank:
-    """Builds one rank's DualPipe ops: per direction, forwards and backwards in micro-batch
-    order; deferred weight gradients first in, first out."""
-
-    def __init__(self, rank: int, pp: int, m: int) -> None:
-        self.second_half = int(rank >= pp // 2)
-        self.half = m // 2
-        self.next_f, self.next_b = [0, 0], [0, 0]
-        self.deferred: deque[tuple[int, int]] = deque()
-        self.ops: list[Op] = []
-
-    def _chunk(self, phase: int) -> int:  # phase 0: the near direction, 1: the far one
-        return phase ^ self.second_half
-
-    def _take(self, counter: list[int], chunk: int) -> int:
-        counter[chunk] += 1
-        return chunk * self.half + counter[chunk] - 1
-
-    def f(self, phase: int) -> None:
-        c = self._chunk(phase)
-        self.ops.append(fwd(self._take(self.next_f, c), c))
-
-    def b(self, phase: int, defer_w: bool = False) -> None:
-        c = self._chunk(phase)
-        mb = self._take(self.next_b, c)
-        if defer_w:
-            self.deferred.append((mb, c))
-        self.ops.append(bwd(mb, c, defer_w))
-
-    def w(self) -> None:
-        self.ops.append(wgt(*self.deferred.popleft()))
-
-    def fb(self, f_phase: int, b_phase: int) -> None:
-        cf, cb = self._chunk(f_phase), self._chunk(b_phase)
-        self.ops.append(fwd_bwd(self._take(self.next_f, cf), self._take(self.next_b, cb),
-                                cf, cb))
-
-
-def _dualpipe_stage(rank: int, pp: int, m: int) -> StageOps:
-    half_pp, h = pp // 2, min(rank, pp - 1 - rank)
-    r = _DualPipeRank(rank, pp, m)
-    for _ in range(2 * (half_pp - h - 1)):  # (1)
-        r.f(0)
-    for _ in range(h + 1):  # (2)
-        r.f(0)
-        r.f(1)
-    for _ in range(half_pp - h - 1):  # (3)
-        r.b(1, defer_w=True)
-        r.w()
-        r.f(1)
-    for i in range(m // 2 - pp + h + 1):  # (4)
-        if i == 0 and h == half_pp - 1:  # the middle ranks: apart
-            r.f(0)
-            r.b(1)
-        else:
-            r.fb(0, 1)
-        r.fb(1, 0)
-    for _ in range(half_pp - h - 1):  # (5)
-        r.b(1)
-        r.fb(1, 0)
-    defer = False
-    for i in range(h + 1):  # (6)
-        defer = defer or (i == (h + 1) // 2 and h % 2 == 1)
-        r.b(1, defer)
-        defer = defer or (i == (h + 1) // 2 and h % 2 == 0)
-        r.b(0, defer)
-    for _ in range(half_pp - h - 1):  # (7)
-        r.w()
-        r.b(0, defer_w=True)
-    for _ in range(h + 1):  # (8)
-        r.w()
-    assert not r.deferred
-    return tuple(r.ops)
-
-
-def dualpipe(pp: int, m: int, v: int) -> ScheduleOps:
-    """DualPipe (DeepSeek-V3): two mirrored chunks per rank fed from both ends, F/B/W split."""
-    return tuple(_dualpipe_stage(s, pp, m) for s in range(pp))

@@ -100,3 +100,18 @@ def wgt(microbatch: int, chunk: int = 0) -> Op:
 def fwd_bwd(f_microbatch: int, b_microbatch: int, f_chunk: int = 0, b_chunk: int = 0) -> Op:
     """Forward of ``f_microbatch`` overlapped with backward of ``b_microbatch`` (DualPipe)."""
     return Op("FB", f_microbatch, f_chunk, b_microbatch, b_chunk)
+
+
+@dataclass(frozen=True)
+class Post:
+    """One point-to-point transfer a stage posts at a commit (DualPipe's
+    ``_commit_and_wait_comm``): ``send`` the output of pass ``p`` (an F's activations, a B's
+    input gradient) to the next virtual stage of its direction, or receive ``p``'s input."""
+
+    send: bool
+    p: Pass
+
+
+StageCommits = tuple[tuple[Post, ...], ...]
+"""One stage's commits: entry ``k`` is what it posts (and then waits for, all of it) before
+its op ``k``; one more entry after its last op."""

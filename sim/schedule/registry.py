@@ -7,12 +7,15 @@ from dataclasses import dataclass
 
 from moesim.errors import ConfigError
 from moesim.registry import Registry
-from moesim.schedule import builders
-from moesim.schedule.ops import ScheduleOps
+from moesim.schedule import builders, dualpipe
+from moesim.schedule.ops import ScheduleOps, StageCommits
 from moesim.schedule.placement import Placement, PlacementKind
 
 BuildFn = Callable[[int, int, int], ScheduleOps]
 """``(pp, microbatches, virtual_stages) -> ops per stage``."""
+
+CommitsFn = Callable[[int, int, int], tuple[StageCommits, ...]]
+"""``(pp, microbatches, virtual_stages) -> commits per stage`` (batched point-to-point)."""
 
 CheckFn = Callable[[str, int, int, int], None]
 """``(name, pp, microbatches, virtual_stages)``; raises ConfigError when the schedule cannot run."""
@@ -28,6 +31,8 @@ class PipelineSchedule:
     check: CheckFn
     description: str = ""
     placement_kind: PlacementKind = "megatron"
+    commits: CommitsFn | None = None  # the source batches its sends and receives per op
+    # (DualPipe, :mod:`moesim.schedule.dualpipe`); None: each output leaves when its pass ends
 
     def placement(self, pp: int, virtual_stages: int = 1) -> Placement:
         """The chunk -> stage map for ``pp`` stages of ``virtual_stages`` layout chunks."""
@@ -81,7 +86,8 @@ INTERLEAVED = register_schedule(
 )
 DUALPIPE = register_schedule(
     PipelineSchedule(
-        "dualpipe", builders.dualpipe, builders.check_dualpipe,
-        "DualPipe: bidirectional, two mirrored chunks per rank, F/B/W split", "mirrored"
+        "dualpipe", dualpipe.dualpipe, builders.check_dualpipe,
+        "DualPipe: bidirectional, two mirrored chunks per rank, F/B/W split", "mirrored",
+        dualpipe.dualpipe_commits,
     )
 )

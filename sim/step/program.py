@@ -44,7 +44,7 @@ from moesim.hardware import cast_time_s, memory_bound_time_s
 from moesim.schedule.ops import Pass
 from moesim.step.layer_ops import compute, layer_pass, wait
 from moesim.step.plan import LayerPlan
-from moesim.step.sends import grads_done, pipeline_input, send
+from moesim.step.sends import commit, grads_done, pipeline_input, send
 from moesim.step.state import (
     CATEGORIES,
     OPTIMIZER_BYTES_PER_PARAM,
@@ -161,8 +161,11 @@ def rank_program(st: StepState, rank: int) -> Generated:
     stage = st.coords[rank]["pp"]
     bubble = CATEGORIES.index("bubble")
     by_kind = st.op_kind_s.setdefault(rank, dict.fromkeys(("F", "B", "W", "FB"), 0.0))
-    for op in st.ops[stage]:
+    ops = st.ops[stage]
+    for k, op in enumerate(ops):
         t0, idle0 = st.env.now, st.time_s[rank, bubble]
+        for arrival in commit(st, rank, k):  # batched transfers (DualPipe): moesim.step.sends
+            yield from wait(st, rank, "bubble", arrival)
         if op.kind == "FB":
             yield from _inputs(st, rank, op.passes())
         if op.kind == "FB" and st.spec.fb_overlap:
@@ -171,6 +174,8 @@ def rank_program(st: StepState, rank: int) -> Generated:
             for p in op.passes():
                 yield from _run_pass(st, rank, p, op.defer_w)
         by_kind[op.kind] += st.env.now - t0 - (st.time_s[rank, bubble] - idle0)
+    for arrival in commit(st, rank, len(ops)):
+        yield from wait(st, rank, "bubble", arrival)
     st.last_op_s[rank] = st.env.now
     yield from _dp_tail(st, rank)
     st.end_s[rank] = st.env.now

@@ -19,8 +19,9 @@ from moesim.collectives.alltoall import AllToAll
 from moesim.collectives.fused_ring import FusedRing
 from moesim.collectives.ring import RingCollective, ring_all_gather, ring_reduce_scatter
 from moesim.engine.network import FlowNetwork
-from moesim.schedule.ops import ScheduleOps
+from moesim.schedule.ops import ScheduleOps, StageCommits
 from moesim.schedule.placement import Placement
+from moesim.schedule.registry import get_schedule
 from moesim.step.groups import ring_group
 from moesim.step.plan import LayerPlan, StepPlan
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
@@ -105,6 +106,10 @@ class StepState:
     # events (fast mode's states; moesim.step.program fuses MoE layers then)
     overlap_compute_factor: float = field(init=False)  # compute inside an FB op (program.py)
     place: Placement = field(init=False)  # the schedule's chunk -> stage map
+    commits: tuple[StageCommits, ...] | None = field(init=False)  # per stage: the transfers
+    # each op's commit posts, where the schedule batches them (DualPipe); moesim.step.sends
+    posted: dict[tuple[str, int, int, int], int] = field(default_factory=dict)  # transfer ->
+    # sides posted so far (batched sends: it starts when both are)
 
     def __post_init__(self) -> None:
         lay = self.spec.layout
@@ -119,6 +124,9 @@ class StepState:
         sms = self.plan.gpu.sm_count  # the overlapped all-to-all holds some of them
         self.overlap_compute_factor = sms / (sms - OVERLAP_DISPATCHER_SMS)
         self.place = self.spec.placement()
+        commits = get_schedule(self.spec.schedule).commits
+        self.commits = None if commits is None else commits(lay.pp, self.spec.microbatches,
+                                                            lay.vpp)
 
     @property
     def env(self) -> simpy.Environment:

@@ -174,9 +174,10 @@ STEP_CASES: tuple[Case, ...] = (
          tolerance_why="a whole-run average (2664K GPU-hours / 14.8T tokens) incl. the batch "
                        "ramp and restarts; no per-step spread published: 5% assumed",
          assumptions=("rail-optimised fat tree stands in for the multi-plane fabric",
-                      "DualPipe's batched point-to-point sends not modelled (each pass's "
-                      "output leaves when it ends; an FB op waits for both its inputs "
-                      "first, as the source does)",
+                      "DualPipe's batched point-to-point transfers as deepseek-ai/DualPipe "
+                      "@bb214e8 posts them (a pass's output leaves at the rank's next "
+                      "commit, which waits for every transfer it posts; a transfer starts "
+                      "when both sides have posted it)",
                       "stage split 3 | 4 x 14 | 2 decoder layers (moesim's default): the "
                       "middle chunks' 4 MoE layers are deepseek-ai/profile-data's; how the "
                       "other 5 split between stages 0 and 15 is not published, and DualPipe "

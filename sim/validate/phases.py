@@ -17,7 +17,7 @@ compute, so a phase's time is the rank's time in those passes whatever bound the
 counterpart of "1F + 1B + 1W + 1F1B" (17.55 s) is therefore a rank's compute plus its exposed
 all-to-all / TP / CP waits; of "bubble" its waits for pipeline inputs; of "opt" its exposed DP
 collectives plus its optimizer step. Phase by phase, moesim runs the same schedule
-(:func:`moesim.schedule.builders.dualpipe`): "1F", "1B", "1W", "1F1B" are a rank's time in its
+(:func:`moesim.schedule.dualpipe.dualpipe`): "1F", "1B", "1W", "1F1B" are a rank's time in its
 F, B, W and FB ops less their waits for pipeline inputs (``StepState.op_kind_s``). The table
 names no rank, so each stage is compared.
 
