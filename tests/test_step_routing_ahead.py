@@ -1,11 +1,14 @@
-"""MoE layers drawn ahead in worker threads (moesim.step.routing_ahead): the same routings as
-routing them one by one, in any thread count and order of asking, never more than LOOKAHEAD
-layers ahead, and an error surfaces where a serial run's would."""
+"""MoE layers drawn ahead in worker threads (moesim.step.routing_ahead) or a child process
+(moesim.step.routing_fork): the same routings as routing them one by one, in any thread count
+and order of asking, never more than LOOKAHEAD layers ahead, and an error surfaces where a
+serial run's would."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import signal
+import sys
 import time
 
 import numpy as np
@@ -15,10 +18,11 @@ from moesim.errors import ConfigError
 from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import Draw, RoutingResult
-from moesim.step import StepSpec, routing_ahead
+from moesim.step import StepSpec, plan, routing_ahead, routing_fork
 from moesim.step.fast import fast_plan
 from moesim.step.plan import draw_layer, route_layer
 from moesim.step.routing_ahead import RoutingAhead
+from moesim.step.routing_fork import DrawProcess
 
 
 def _spec(layers: int = 6) -> StepSpec:
@@ -110,3 +114,62 @@ def test_no_worker_thread_inside_a_pool_process() -> None:
     cores = len(os.sched_getaffinity(0))
     assert routing_ahead.routing_threads() == (min(routing_ahead.ROUTING_THREADS, cores)
                                                if cores > 1 else 0)
+
+
+@pytest.mark.parametrize("draws", [None, 2])
+def test_layers_routed_in_a_child_process_are_the_serial_draws(draws: int | None) -> None:
+    """moesim.step.routing_fork: the same routings, read-only as the parent's; the child is
+    reaped when the block ends."""
+    spec = _spec()
+    moe = [i for i, m in enumerate(spec.model.moe_layers) if m]
+    with RoutingAhead(spec, draws, threads=2, fork=True) as ahead:
+        assert isinstance(ahead.ahead, DrawProcess)
+        pid = ahead.ahead.pid
+        got = [ahead(spec, layer) for layer in moe]
+    assert ahead.ahead.pid is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid or -1, os.WNOHANG)
+    for k, (layer, routing) in enumerate(zip(moe, got, strict=True)):
+        want = route_layer(spec, moe[k % draws] if draws else layer)
+        for a, b in zip(_arrays(routing), _arrays(want), strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b) and not a.flags.writeable
+
+
+def test_a_child_process_error_surfaces_in_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child stops at the layer that fails; the parent routes it again and raises there,
+    after the layers before it were handed over."""
+    spec = _spec(layers=12)
+
+    def fake(s: StepSpec, layer: int) -> Draw:
+        if layer == 3:
+            raise ConfigError("router.kind", "layer 3 fails")
+        return draw_layer(s, layer)
+
+    monkeypatch.setattr(routing_ahead, "draw_layer", fake)
+    monkeypatch.setattr(plan, "draw_layer", fake)
+    with (pytest.raises(ConfigError, match="layer 3 fails"),
+          RoutingAhead(spec, threads=1, fork=True) as ahead):
+        assert ahead(spec, 1) is not None and ahead(spec, 2) is not None
+        ahead(spec, 3)
+
+
+def test_the_parent_routes_what_a_killed_child_did_not_send() -> None:
+    spec = _spec(layers=12)
+    with RoutingAhead(spec, threads=1, fork=True) as ahead:
+        first = ahead(spec, 1)
+        assert isinstance(ahead.ahead, DrawProcess) and ahead.ahead.pid
+        os.kill(ahead.ahead.pid, signal.SIGKILL)
+        got = {layer: ahead(spec, layer) for layer in range(2, 12)} | {1: first}
+    for layer, routing in got.items():
+        for a, b in zip(_arrays(routing), _arrays(route_layer(spec, layer)), strict=True):
+            assert np.array_equal(a, b)
+
+
+def test_only_large_steps_fork() -> None:
+    """can_fork: a step routing at least FORK_TOKENS token routings (on Linux)."""
+    small = _spec()
+    big = dataclasses.replace(small, seq_len=1 << 17)
+    moe = sum(small.model.moe_layers)
+    assert moe * 8 * small.tokens_per_microbatch < routing_fork.FORK_TOKENS
+    assert not routing_fork.can_fork(small, moe)
+    assert routing_fork.can_fork(big, moe) == (sys.platform == "linux")
