@@ -137,6 +137,7 @@ class FastState(StepState):
         default_factory=dict)  # (group, layer, phase) -> (release offsets, end)
     group_gpus: dict[int, np.ndarray] = field(default_factory=dict)  # EP group (1st rank) -> GPUs
     release_s: dict[tuple[int, str, int], np.ndarray] = field(default_factory=dict)  # _offsets
+    arrival: dict[tuple[int, int, str], tuple[float, float]] = field(default_factory=dict)
 
     def all_to_all(self, rank: int, layer: LayerPlan, mb: int, phase: str) -> AllToAll:
         key = (self.ep_group[rank][0], layer.index, mb, phase)
@@ -153,8 +154,12 @@ class FastState(StepState):
         """:meth:`FastAllToAll.send` and its wake-up without the events: ``rank``'s send at
         ``send_s`` fixes the group's reference time (it is the group's one simulated member:
         the layouts :func:`moesim.step.program._fusable` admits)."""
-        offsets, end_s = self._a2a_time(rank, self._group_gpus(rank), layer, phase)
-        return send_s - float(offsets[self.coords[rank]["ep"]]) + end_s
+        key = (rank, layer.index, phase)
+        known = self.arrival.get(key)
+        if known is None:  # (rank's release offset, end): the same every micro-batch
+            offsets, end_s = self._a2a_time(rank, self._group_gpus(rank), layer, phase)
+            known = self.arrival[key] = (float(offsets[self.coords[rank]["ep"]]), end_s)
+        return send_s - known[0] + known[1]
 
     def _group_gpus(self, rank: int) -> np.ndarray:
         """The GPUs of ``rank``'s EP group, as one array per group."""
