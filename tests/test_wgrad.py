@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from moesim.errors import ConfigError
 from moesim.hardware import GemmShape, gemm_backward_time_s, get_gpu
 from moesim.hardware.roofline import gemm_wgrad_time_s
 from moesim.model import get_model
@@ -50,3 +51,48 @@ def test_split_layers_add_up_to_the_backward() -> None:
     assert 0 < plan.head_wgrad_s < plan.head_bwd_s
     plain = build_plan(_spec("1f1b"))  # no W ops: nothing split
     assert plain.input_grad_layers == () and plain.layers[1].wgrad_s is None
+
+
+def test_fp8_block_wgrad_rate_is_deepgemms_measured_median() -> None:
+    """FP8_BLOCK_WGRAD_FRACTION is DeepGEMM's measured wgrad TFLOPS on H800 (PR #95's nine
+    DeepSeek-V3 shapes, median 986) over the model's sustained H800 FP8 rate (its literal
+    1189.29 is that rate); with it, the model's wgrad of those nine shapes has their median
+    (within 2%: the model's sm-fill / padding of each shape), and every shape's within 12%."""
+    from moesim.calibration import FP8_BLOCK_WGRAD_FRACTION
+    from moesim.calibration.kernels import FP8_BLOCK_WGRAD_TFLOPS_H800
+    from moesim.hardware.roofline import sustained_tflops
+
+    h800 = get_gpu("H800")
+    assert sustained_tflops(h800, "fp8") == pytest.approx(1189.29, abs=0.005)
+    assert FP8_BLOCK_WGRAD_FRACTION == 986.0 / 1189.29
+    # (M, N) the weight, K the tokens: DeepGEMM's D[M, N] += A[M, K] B[N, K]^T
+    shapes = [(7168, 2112, 4096), (1536, 24576, 4096), (512, 32768, 4096), (16384, 7168, 4096),
+              (7168, 4096, 4096), (2048, 7168, 4096), (7168, 2112, 8192), (1536, 24576, 8192),
+              (512, 32768, 8192)]
+    model = []
+    for m_w, n_w, tokens in shapes:  # the forward GEMM Y[tokens, n] = X[tokens, m_w] W
+        shape = GemmShape(tokens, n_w, m_w, "fp8", 8.0, FP8_BLOCK_WGRAD_FRACTION)
+        model.append(2 * m_w * n_w * tokens / float(gemm_wgrad_time_s(h800, shape)) / 1e12)
+    assert float(np.median(model)) == pytest.approx(986.0, rel=0.02)
+    np.testing.assert_allclose(model, FP8_BLOCK_WGRAD_TFLOPS_H800, rtol=0.12)
+
+
+def test_only_fp8_block_wgrads_are_slower() -> None:
+    """A compute-bound wgrad takes 1 / rate as long; dgrad and forward do not change, and
+    layers of other precisions get rate 1 (their plans are unchanged)."""
+    from moesim.calibration import FP8_BLOCK_WGRAD_FRACTION
+    from moesim.workload.shape import LayerShape
+
+    gpu, rate = get_gpu("H800"), FP8_BLOCK_WGRAD_FRACTION
+    plain, blockwise = (GemmShape(8192, 8192, 8192, "fp8", 2.0, r) for r in (1.0, rate))
+    ratio = float(gemm_wgrad_time_s(gpu, blockwise)) / float(gemm_wgrad_time_s(gpu, plain))
+    assert 1.0 / rate * 0.99 < ratio < 1.0 / rate  # (the launch overhead is not slowed)
+    assert float(gemm_backward_time_s(gpu, blockwise)) == pytest.approx(
+        float(gemm_backward_time_s(gpu, plain)) + float(gemm_wgrad_time_s(gpu, blockwise))
+        - float(gemm_wgrad_time_s(gpu, plain)), rel=1e-12)
+    model = get_model("deepseek-v3")
+    rates = {dt: LayerShape(model, 4096, 4096, dt).wgrad_rate
+             for dt in ("bf16", "fp8-cs", "fp8-block")}
+    assert rates == {"bf16": 1.0, "fp8-cs": 1.0, "fp8-block": rate}
+    with pytest.raises(ConfigError, match="wgrad_rate"):
+        GemmShape(1, 1, 1, "fp8", 2.0, 0.0)

@@ -171,6 +171,25 @@ FP8_BLOCK_CAST_BYTES = 2.0 + 2 * (1.0 + 4.0 / 128)
 #: Assumption: counted from the format.
 MXFP8_CAST_BYTES = 2.0 + 2 * (1.0 + 1.0 / 32)
 
+#: FP8 blockwise weight-gradient GEMMs (``dW = X^T dY`` with both operands scaled per 1 x 128
+#: group along the token dimension, DeepSeek-V3 report arXiv:2412.19437 section 3.3.2, so each
+#: promotion to the FP32 accumulators multiplies by a per-row x per-column scale product):
+#: the TFLOPS DeepGEMM's ``wgrad_gemm_fp8_fp8_fp32_nt`` reached on H800 for DeepSeek-V3's
+#: weight shapes, deepseek-ai/DeepGEMM PR #95 (merged 2025-05, "Weight gradient GEMMs for dense
+#: models" table: six shapes at K = 4096 tokens, three at 8192).
+FP8_BLOCK_WGRAD_TFLOPS_H800 = (920.0, 986.0, 878.0, 994.0, 942.0, 920.0, 1052.0, 1092.0, 1014.0)
+
+#: What fraction of the sustained FP8 GEMM rate an FP8 blockwise wgrad kernel reaches: the
+#: median of :data:`FP8_BLOCK_WGRAD_TFLOPS_H800` (986) over H800's sustained FP8 rate in this
+#: model, 1402.6 (MAMF) x 698.6 / 823.9 (Hopper sustained fraction) = 1189.29 TFLOPS (tested
+#: equal to ``roofline.sustained_tflops(H800, "fp8")``): 0.83 (the nine shapes: 0.74 to 0.92, rising
+#: with the token count). Applied to every wgrad kernel of an ``fp8-block`` layer, on any GPU
+#: (measured on H800 only) and to the routed experts' grouped wgrads (the PR's MoE table is
+#: not used here). The PR states DeepGEMM's kernels are ~20% faster than DeepSeek's internal
+#: CUTLASS ones, which a run before 2025-05 (DeepSeek-V3's) used: not applied (no measured
+#: rate of those).
+FP8_BLOCK_WGRAD_FRACTION = sorted(FP8_BLOCK_WGRAD_TFLOPS_H800)[4] / 1189.29
+
 # --------------------------------------------------------------------------------------
 # Dropless MoE host synchronisation
 # --------------------------------------------------------------------------------------

@@ -71,6 +71,9 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
      "counted", "assumption"),
     ("FP8_BLOCK_CAST_BYTES", "B/element", "TE Float8BlockScaling / DeepSeek-V3 report "
      "arXiv:2412.19437v1 section 3.3.2 (1x128, 128x128, FP32 scales), counted", "assumption"),
+    ("FP8_BLOCK_WGRAD_FRACTION", "fraction of sustained", "median of DeepGEMM "
+     "wgrad_gemm_fp8_fp8_fp32_nt on H800, DeepSeek-V3 shapes, 878-1092 TFLOPS "
+     "(deepseek-ai/DeepGEMM PR #95, 2025-05)", "measured"),
     ("MXFP8_CAST_BYTES", "B/element", "OCP Microscaling spec v1.0 (32 elements per E8M0 "
      "scale), TE MXFP8BlockScaling, counted", "assumption"),
     ("DROPLESS_SYNC_S", "s", "D2H token-count sync per MoE layer fwd (Megatron-LM #1598, "

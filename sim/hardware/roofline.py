@@ -73,7 +73,9 @@ class GemmShape:
     last axis of ``m``. Each dimension must be finite and >= 0 (``gemm.m`` ... name it).
     ``wgrad_out_bytes``: HBM bytes the backward's wgrad kernel moves per weight-gradient element
     at its output (2: it writes BF16; 8: it accumulates into an fp32 ``main_grad``, read +
-    write; see the module docstring).
+    write; see the module docstring). ``wgrad_rate``: the fraction of the sustained GEMM rate
+    the backward's wgrad kernel reaches (1: as any GEMM; FP8 blockwise wgrads less,
+    :data:`moesim.calibration.FP8_BLOCK_WGRAD_FRACTION`).
     """
 
     m: FloatArray
@@ -81,15 +83,19 @@ class GemmShape:
     k: FloatArray
     dtype: str
     wgrad_out_bytes: float
+    wgrad_rate: float
 
     def __init__(self, m: ArrayLike, n: ArrayLike, k: ArrayLike, dtype: str = "bf16",
-                 wgrad_out_bytes: float = OUTPUT_BYTES) -> None:
+                 wgrad_out_bytes: float = OUTPUT_BYTES, wgrad_rate: float = 1.0) -> None:
         object.__setattr__(self, "m", dim("gemm.m", m))
         object.__setattr__(self, "n", dim("gemm.n", n))
         object.__setattr__(self, "k", dim("gemm.k", k))
         object.__setattr__(self, "dtype", check_dtype(dtype))
         object.__setattr__(self, "wgrad_out_bytes", float(dim("gemm.wgrad_out_bytes",
                                                               wgrad_out_bytes)))
+        if not 0.0 < wgrad_rate <= 1.0:
+            raise ConfigError("gemm.wgrad_rate", f"must be in (0, 1], got {wgrad_rate}")
+        object.__setattr__(self, "wgrad_rate", float(wgrad_rate))
 
 
 # ---- the pieces of one kernel ----------------------------------------------------------
@@ -125,9 +131,12 @@ def _hbm_s(gpu: GpuSpec, bytes_moved: FloatArray) -> FloatArray:
 
 
 def _kernel_s(
-    gpu: GpuSpec, flops: FloatArray, padded: FloatArray, moved: FloatArray, dtype: str
+    gpu: GpuSpec, flops: FloatArray, padded: FloatArray, moved: FloatArray, dtype: str,
+    rate: float = 1.0,
 ) -> FloatArray:
-    run = np.maximum(_compute_s(gpu, padded, dtype), _hbm_s(gpu, moved))
+    """One kernel (module docstring); ``rate``: the fraction of the sustained GEMM rate it
+    reaches (a wgrad's ``GemmShape.wgrad_rate``)."""
+    run = np.maximum(_compute_s(gpu, padded, dtype) / rate, _hbm_s(gpu, moved))
     return np.where(flops > 0, run + kernels.KERNEL_LAUNCH_OVERHEAD_S, 0.0)
 
 
@@ -172,7 +181,8 @@ def gemm_time_s(
     if not backward:
         return shaped(_kernel_s(gpu, *_gemm_terms(m, n, k, dtype), dtype) * slow)
     dgrad = _kernel_s(gpu, *_gemm_terms(m, k, n, dtype), dtype)
-    wgrad = _kernel_s(gpu, *_gemm_terms(k, n, m, dtype, shape.wgrad_out_bytes), dtype)
+    wgrad = _kernel_s(gpu, *_gemm_terms(k, n, m, dtype, shape.wgrad_out_bytes), dtype,
+                      shape.wgrad_rate)
     return shaped((dgrad + wgrad) * slow)
 
 
@@ -185,7 +195,8 @@ def gemm_wgrad_time_s(gpu: GpuSpec, shape: GemmShape, slowdown: float = 1.0) -> 
     weight-gradient part a zero-bubble schedule defers (DualPipe's W)."""
     slow = check_slowdown(slowdown)
     m, n, k, dtype = shape.m, shape.n, shape.k, shape.dtype
-    return shaped(_kernel_s(gpu, *_gemm_terms(k, n, m, dtype, shape.wgrad_out_bytes), dtype)
+    return shaped(_kernel_s(gpu, *_gemm_terms(k, n, m, dtype, shape.wgrad_out_bytes), dtype,
+                            shape.wgrad_rate)
                   * slow)
 
 
@@ -244,7 +255,7 @@ def grouped_gemm_rows_wgrad_time_s(gpu: GpuSpec, shape: GemmShape,
     slow = np.broadcast_to(np.asarray(slowdown, dtype=np.float64), shape.m.shape[:1])
     flops, padded, moved = (t.sum(axis=1) for t in _gemm_terms(
         shape.k, shape.n, shape.m, shape.dtype, shape.wgrad_out_bytes))
-    return _kernel_s(gpu, flops, padded, moved, shape.dtype) * slow
+    return _kernel_s(gpu, flops, padded, moved, shape.dtype, shape.wgrad_rate) * slow
 
 
 def _grouped_s(gpu: GpuSpec, shape: GemmShape, m: FloatArray, slow: FloatArray,
@@ -252,14 +263,15 @@ def _grouped_s(gpu: GpuSpec, shape: GemmShape, m: FloatArray, slow: FloatArray,
     """The grouped-GEMM kernel of each row of ``m`` (``shape``'s n, k and dtype) at ``slow``."""
     n, k, dtype = shape.n, shape.k, shape.dtype
 
-    def kernel(terms: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
+    def kernel(terms: tuple[FloatArray, FloatArray, FloatArray], rate: float = 1.0
+               ) -> FloatArray:
         flops, padded, moved = (t.sum(axis=1) for t in terms)
-        return _kernel_s(gpu, flops, padded, moved, dtype) * slow
+        return _kernel_s(gpu, flops, padded, moved, dtype, rate) * slow
 
     if not backward:
         return kernel(_gemm_terms(m, n, k, dtype))
     return (kernel(_gemm_terms(m, k, n, dtype))
-            + kernel(_gemm_terms(k, n, m, dtype, shape.wgrad_out_bytes)))
+            + kernel(_gemm_terms(k, n, m, dtype, shape.wgrad_out_bytes), shape.wgrad_rate))
 
 
 def memory_bound_time_s(gpu: GpuSpec, bytes_moved: ArrayLike, slowdown: float = 1.0) -> TimeS:

@@ -29,7 +29,7 @@ def attention_wgrad_s(shape: LayerShape, gpu: GpuSpec) -> float:
     m, h = shape.gathered_tokens, shape.hidden
     proj_n = attention_matmul_params(shape.model) / h / shape.tp
     return float(gemm_wgrad_time_s(gpu, GemmShape(m, proj_n, h, shape.gemm_dtype,
-                                                  shape.wgrad_out_bytes)))
+                                                  shape.wgrad_out_bytes, shape.wgrad_rate)))
 
 
 def ffn_wgrad_s(shape: LayerShape, gpu: GpuSpec, intermediate: int) -> float:
@@ -37,8 +37,8 @@ def ffn_wgrad_s(shape: LayerShape, gpu: GpuSpec, intermediate: int) -> float:
     m, h, dt, wb = shape.gathered_tokens, shape.hidden, shape.gemm_dtype, shape.wgrad_out_bytes
     ffn = intermediate // shape.tp
     up_n = (2 if shape.model.gated_ffn else 1) * ffn
-    return float(gemm_wgrad_time_s(gpu, GemmShape(m, up_n, h, dt, wb))
-                 + gemm_wgrad_time_s(gpu, GemmShape(m, h, ffn, dt, wb)))
+    return float(gemm_wgrad_time_s(gpu, GemmShape(m, up_n, h, dt, wb, shape.wgrad_rate))
+                 + gemm_wgrad_time_s(gpu, GemmShape(m, h, ffn, dt, wb, shape.wgrad_rate)))
 
 
 def experts_wgrad_s(shape: LayerShape, gpu: GpuSpec, routing: RoutingResult) -> np.ndarray:
@@ -46,6 +46,7 @@ def experts_wgrad_s(shape: LayerShape, gpu: GpuSpec, routing: RoutingResult) -> 
     received (as :func:`moesim.workload.costs.experts_s`), plus the shared experts' with
     ``tp == 1`` (inside the experts op there)."""
     model, h, dt, wb = shape.model, shape.hidden, shape.gemm_dtype, shape.wgrad_out_bytes
+    rate = shape.wgrad_rate
     ffn = model.moe_intermediate_size // shape.etp
     up_n = (2 if model.gated_ffn else 1) * ffn
     load, host, n = routing.expert_load(), routing.expert_to_rank, routing.n_ranks
@@ -56,8 +57,8 @@ def experts_wgrad_s(shape: LayerShape, gpu: GpuSpec, routing: RoutingResult) -> 
     for count in sorted(set(counts.tolist())):  # one pass per experts-per-rank group
         ranks = np.flatnonzero(counts == count)
         rows = load[order[starts[ranks][:, None] + np.arange(count)[None, :]]] * shape.etp
-        out[ranks] = (grouped_gemm_rows_wgrad_time_s(gpu, GemmShape(rows, up_n, h, dt, wb))
-                      + grouped_gemm_rows_wgrad_time_s(gpu, GemmShape(rows, h, ffn, dt, wb)))
+        out[ranks] = (grouped_gemm_rows_wgrad_time_s(gpu, GemmShape(rows, up_n, h, dt, wb, rate))
+                      + grouped_gemm_rows_wgrad_time_s(gpu, GemmShape(rows, h, ffn, dt, wb, rate)))
     if model.n_shared_experts and shape.tp == 1:
         out += ffn_wgrad_s(shape, gpu, model.shared_expert_intermediate_size
                            * model.n_shared_experts)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moesim.calibration import FP8_BLOCK_WGRAD_FRACTION
 from moesim.hardware.precision import get_precision
 from moesim.model import ModelConfig
 
@@ -47,6 +48,12 @@ class LayerShape:
         """Bytes a wgrad GEMM moves per weight-gradient element: it reads and writes the
         ``main_grad`` element (fused accumulation, :mod:`moesim.hardware.roofline`)."""
         return 2.0 * self.main_grad_bytes
+
+    @property
+    def wgrad_rate(self) -> float:
+        """The fraction of the sustained GEMM rate the precision's wgrad kernels reach: FP8
+        blockwise ones less (:data:`moesim.calibration.FP8_BLOCK_WGRAD_FRACTION`), else 1."""
+        return FP8_BLOCK_WGRAD_FRACTION if self.compute_dtype == "fp8-block" else 1.0
 
     @property
     def gathered_tokens(self) -> int:
