@@ -173,3 +173,19 @@ def test_only_large_steps_fork() -> None:
     assert moe * 8 * small.tokens_per_microbatch < routing_fork.FORK_TOKENS
     assert not routing_fork.can_fork(small, moe)
     assert routing_fork.can_fork(big, moe) == (sys.platform == "linux")
+
+
+@pytest.mark.parametrize("array", [
+    np.zeros((3, 4), dtype=np.int64), np.array([[-1, 5], [300, 2]], dtype=np.int64),
+    np.array([1 << 40, -7], dtype=np.int64), np.arange(70000, dtype=np.int64),
+    np.zeros((0, 0), dtype=np.int64), np.array([0.25, 1e-300, np.nan]),
+    np.asfortranarray(np.arange(12, dtype=np.int64).reshape(3, 4))])
+def test_arrays_cross_the_pipe_unchanged(array: np.ndarray) -> None:
+    """routing_fork packs integer arrays into the narrowest type holding them (nothing for
+    all zeros); unpacked they are the same dtype, shape and values."""
+    packed = routing_fork._pack(array)
+    back = routing_fork._unpack(packed)
+    assert back.dtype == array.dtype and back.shape == array.shape
+    assert np.array_equal(back, array, equal_nan=True)
+    if array.dtype.kind == "i" and array.size and array.any():
+        assert packed[2] is not None and packed[2].itemsize <= array.itemsize
