@@ -191,3 +191,33 @@ def test_long_route_sums_are_bit_for_bit_the_hop_by_hop_sums(
         assert np.array_equal(got[1].bottleneck_link, loop[1].bottleneck_link)
         assert np.array_equal(got[1].load_Bps, loop[1].load_Bps)
         assert got[1].passes == loop[1].passes
+
+
+def test_unit_weight_solves_are_bit_for_bit_the_weighted_solves() -> None:
+    """maxmin.solve with ``weights=None`` runs its own loop (no idle mask, blocked links by
+    one bincount, first free links of frozen flows only); rates, bottleneck links, loads and
+    passes equal those of the weighted loop given weight 1 on every real hop, bit for bit:
+    on fabrics large (renumbered) and small, with shorter routes, a link crossed twice by one
+    flow, flows crossing no real link, long routes, and capacities that give many levels."""
+    from moesim.engine import maxmin
+
+    rng = np.random.default_rng(21)
+    passes = []
+    for n_links, hops, n_flows in ((5000, 4, 400), (600, 4, 2000), (40, 4, 300), (12, 2, 50),
+                                   (300, 20, 120), (7, 1, 9)):
+        links = rng.integers(0, n_links, size=(hops, n_flows))
+        links[-1, : n_flows // 3] = n_links  # shorter routes
+        links[:, n_flows // 3] = n_links  # a flow on no real link
+        if hops > 1:
+            links[0, -1] = links[1, -1] = 0  # one flow crossing link 0 twice
+        cap = rng.choice([1.0, 2.0, 3.0], n_links) * rng.uniform(1.0, 1.001, n_links)
+        unit = maxmin.solve(links, None, cap)
+        weighted = maxmin.solve(links, np.where(links == n_links, 0.0, 1.0), cap)
+        assert unit.load_Bps is not None and weighted.load_Bps is not None
+        assert np.array_equal(unit.rate_Bps, weighted.rate_Bps)
+        assert np.array_equal(unit.bottleneck_link, weighted.bottleneck_link)
+        assert np.array_equal(unit.load_Bps, weighted.load_Bps)
+        assert unit.passes == weighted.passes
+        assert np.isinf(unit.rate_Bps[n_flows // 3])
+        passes.append(unit.passes)
+    assert max(passes) > 3  # multi-level cases are among them

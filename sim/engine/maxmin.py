@@ -73,13 +73,17 @@ def max_min_rates(links: np.ndarray, weights: np.ndarray, cap_Bps: np.ndarray) -
     return solve(links, weights, cap_Bps)
 
 
-def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) -> Allocation:
+def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray,
+          link_weight: np.ndarray | None = None) -> Allocation:
     """:func:`max_min_rates`; ``weights=None`` means weight 1 on every real hop (faster).
+    ``link_weight``: ``link_sum(links, weights, None, pad)`` if the caller has it (read only).
 
     The per-link arrays cover only the links the unfrozen flows cross once those are few
     (:data:`COMPACT_BELOW`, :func:`_renumber`): links keep their order, so each link's sums
     add the same terms in the same order, and the answer is bit for bit that of the whole
     fabric."""
+    if weights is None:
+        return _solve_unit(links, cap_Bps, link_weight)
     n_flows = links.shape[1]
     pad = cap_Bps.shape[0]
     rate = np.full(n_flows, np.inf)
@@ -87,7 +91,8 @@ def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) ->
     load = np.zeros(pad + 1)  # per fabric link: a link leaves the working set with its load
     fabric_id = np.arange(pad + 1)  # working link -> fabric link (the last: the padding link)
     cap = np.append(cap_Bps, np.inf)
-    weight_left = link_sum(links, weights, None, pad)
+    weight_left = (link_sum(links, weights, None, pad) if link_weight is None
+                   else link_weight.copy())
     weight_left[pad] = 0.0
     used = np.zeros(pad + 1)
     ids = np.arange(n_flows)
@@ -131,6 +136,75 @@ def solve(links: np.ndarray, weights: np.ndarray | None, cap_Bps: np.ndarray) ->
         wt = None if wt is None else wt.take(keep, axis=1)
     load[fabric_id] = used
     return Allocation(rate_Bps=rate, bottleneck_link=bneck, passes=passes, load_Bps=load[:pad])
+
+
+def _solve_unit(links: np.ndarray, cap_Bps: np.ndarray, link_weight: np.ndarray | None
+                ) -> Allocation:
+    """:func:`solve` with weight 1 on every real hop, bit for bit, in fewer and smaller numpy
+    operations per pass. ``count[l]``, the unfrozen flows crossing ``l``, is exact in floats,
+    so a link an unfrozen flow crosses is never idle and a free link's count falls to exactly 0
+    in its pass (every flow on it freezes there): no idle mask, no reset of free links. Links
+    no unfrozen flow crosses get any level (inf or nan, warnings off): no flow reads it; the
+    padding link keeps level inf and stays blocked. Blocked links come from one bincount of
+    the pairs below their flow's minimum; each frozen flow's first free link is looked up
+    among the frozen flows only."""
+    n_flows = links.shape[1]
+    pad = cap_Bps.shape[0]
+    rate = np.full(n_flows, np.inf)
+    bneck = np.full(n_flows, -1, dtype=np.int64)
+    load = np.zeros(pad + 1)
+    fabric_id = np.arange(pad + 1)
+    cap = np.append(cap_Bps, np.inf)
+    count = (np.bincount(links.ravel(), minlength=pad + 1).astype(np.float64)
+             if link_weight is None else link_weight.copy())
+    count[pad] = 0.0
+    used = np.zeros(pad + 1)
+    ids, lk = np.arange(n_flows), links
+    passes = 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while ids.size:
+            if COMPACT_BELOW * lk.size < fabric_id.size - 1:
+                load[fabric_id] = used
+                lk, kept = _renumber(lk, fabric_id.size)
+                fabric_id, cap, count, used = fabric_id[kept], cap[kept], count[kept], used[kept]
+            passes += 1
+            level = np.subtract(cap, used)
+            np.maximum(level, 0.0, out=level)
+            np.divide(level, count, out=level)
+            level[-1] = np.inf
+            pair_level = level.take(lk)
+            flow_min = np.minimum.reduce(pair_level, axis=0)
+            lower = pair_level > flow_min * (1.0 + LEVEL_RTOL)
+            blocked = np.bincount(lk.ravel(), weights=lower.ravel(), minlength=fabric_id.size) > 0
+            blocked[-1] = True
+            off = blocked.take(lk)
+            stuck = np.logical_and.reduce(off, axis=0)  # no free link: not frozen this pass
+            done = (~stuck).nonzero()[0]
+            if not done.size:  # only flows without real links remain
+                break
+            every = done.size == ids.size
+            dl = lk if every else lk.take(done, axis=1)
+            level_done, at = flow_min[done], ids[done]
+            rate[at] = level_done
+            bneck[at] = fabric_id[_first_free(dl, off if every else off.take(done, axis=1))]
+            used += link_sum(dl, None, level_done, fabric_id.size - 1)
+            if every:
+                break
+            count -= np.bincount(dl.ravel(), minlength=fabric_id.size)
+            keep = stuck.nonzero()[0]
+            ids, lk = ids[keep], lk.take(keep, axis=1)
+    load[fabric_id] = used
+    return Allocation(rate_Bps=rate, bottleneck_link=bneck, passes=passes, load_Bps=load[:pad])
+
+
+def _first_free(links: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """Per column, the link of the first row where ``off`` is false (there is one)."""
+    if links.shape[0] > LONG_ROUTES:
+        return _first_on(links, ~off)
+    first = links[-1]
+    for hop in range(links.shape[0] - 2, -1, -1):
+        first = np.where(off[hop], first, links[hop])
+    return first
 
 
 def _renumber(links: np.ndarray, n_ids: int) -> tuple[np.ndarray, np.ndarray]:
