@@ -11,7 +11,7 @@ FLOW_COLUMNS: dict[str, tuple[type, float]] = {
     "group": (np.int64, -1),
     "tag": (np.int64, -1),
     "size_bytes": (np.float64, 0.0),
-    "rem_bytes": (np.float64, 0.0),
+    "rem_bytes": (np.float64, 0.0),  # as of start, joining the solved flows, finish: progress()
     "rate_Bps": (np.float64, 0.0),
     "start_s": (np.float64, np.nan),
     "drain_s": (np.float64, np.nan),

@@ -178,11 +178,12 @@ class FlowNetwork(Observed, SoloFlows):
             return
         self._advance(now)
         finished = self._due(now)
-        if finished.any():
-            ids = act.ids[finished]
-            drain = np.where(np.isnan(act.plan_s[finished]), now, act.plan_s[finished])
+        done = finished.nonzero()[0]
+        if done.size:
+            ids, plan_s = act.ids[done], act.plan_s[done]
+            drain = np.where(np.isnan(plan_s), now, plan_s)
             self.flows.col["rem_bytes"][ids] = 0.0
-            self.rates.leave(*act.routes(finished.nonzero()[0]), act.rate[finished])
+            self.rates.leave(*act.routes(done), act.rate[done])
             act.keep(~finished)
             self._flows_on -= self._count(ids)
             self._complete(ids, drain)
@@ -213,8 +214,7 @@ class FlowNetwork(Observed, SoloFlows):
                 links, wts, owner = self._pairs(act.ids[over])
                 excess = (full[over] - act.rem[over])[owner] * wts
                 moved -= np.bincount(links, weights=excess, minlength=self.fabric.n_links)
-            act.rem = np.maximum(act.rem - full, 0.0)
-            self.flows.col["rem_bytes"][act.ids] = act.rem
+            act.rem = np.maximum(act.rem - full, 0.0)  # the table's rem_bytes: at join/finish
             self.stats.interval(self._t_last, dt, moved, self._load)
         self._t_last = now
 
@@ -279,9 +279,10 @@ class FlowNetwork(Observed, SoloFlows):
             return
         left_s = act.rem / act.rate
         cut = batching.batch_cut(now, left_s, act.start_s, act.links, self._young, self.eps)
-        batch = left_s <= cut
-        act.plan_s[batch] = now + left_s[batch]
-        wake_s = float(left_s[batch].max())
+        batch = (left_s <= cut).nonzero()[0]
+        left_batch_s = left_s[batch]
+        act.plan_s[batch] = now + left_batch_s
+        wake_s = float(left_batch_s.max())
         if now != self.env.now:  # a late join (_materialize): wake at now + wake_s
             wake_s = max(now + wake_s - self.env.now, 0.0)
         LateEvent(self.env, wake_s, self._on_event, self._gen)

@@ -38,7 +38,8 @@ class RateSolver:
         self.load = np.zeros(self.pad)  # per link, load of the current allocation
         self._weight = np.zeros(self.pad + 1)  # per link, total weight of active flows
         self._t_rem = np.inf
-        self._touched: list[np.ndarray] = []
+        self._touched = np.zeros(self.pad + 1, dtype=bool)  # links new flows cross
+        self._any_touched = False
         self._since_full = 0
         self.full_solves = 0
 
@@ -51,7 +52,8 @@ class RateSolver:
     def enter(self, links: np.ndarray, wts: np.ndarray | None) -> None:
         """Flows with these solver routes arrive."""
         self._weight += link_sum(links, wts, None, self.pad)
-        self._touched.append(np.unique(links))
+        self._touched[links] = True
+        self._any_touched = True
 
     def solve(
         self, links: np.ndarray, wts: np.ndarray | None, rate: np.ndarray, new_from: int
@@ -63,7 +65,7 @@ class RateSolver:
         """
         n = links.shape[1]
         limit = min(self._t_rem, self._t_add())
-        self._t_rem, self._touched = np.inf, []
+        self._t_rem = np.inf
         redo = (~(rate[:new_from] < limit * (1.0 - KEEP_RTOL))).nonzero()[0]
         if (not self.incremental or self._since_full >= FULL_EVERY
                 or 2 * (redo.size + n - new_from) > n):
@@ -83,19 +85,21 @@ class RateSolver:
     def _full(self, links: np.ndarray, wts: np.ndarray | None) -> tuple[np.ndarray, Allocation]:
         links = np.ascontiguousarray(links)  # the solver gathers faster from contiguous rows
         wts = None if wts is None else np.ascontiguousarray(wts)
-        alloc = solve(links, wts, self.cap)
+        self._weight = link_sum(links, wts, None, self.pad)
+        alloc = solve(links, wts, self.cap, self._weight)  # the sums it starts from
         assert alloc.load_Bps is not None
         self.load = alloc.load_Bps.copy()
-        self._weight = link_sum(links, wts, None, self.pad)
         self._weight[self.pad] = 0.0
         self._since_full = 0
         self.full_solves += 1
         return np.arange(links.shape[1]), alloc
 
     def _t_add(self) -> float:
-        if not self._touched:
+        if not self._any_touched:
             return np.inf
-        touched = np.unique(np.concatenate(self._touched))
-        touched = touched[touched < self.pad]
+        touched = self._touched[: self.pad]
         with np.errstate(divide="ignore"):
-            return float((self.cap[touched] / self._weight[touched]).min(initial=np.inf))
+            t_add = float((self.cap[touched] / self._weight[: self.pad][touched]).min(
+                initial=np.inf))
+        self._touched[:], self._any_touched = False, False
+        return t_add
