@@ -48,6 +48,10 @@ from moesim.engine.routing import Router
 from moesim.engine.solo import SoloSet
 from moesim.engine.solorun import SoloFlows
 
+ROUTED_STARTS = 4096
+"""Routes of at most this many distinct starts (source and destination arrays) are kept for
+reuse (:meth:`FlowNetwork._route`); past it the memo starts afresh."""
+
 
 class FlowNetwork(Observed, SoloFlows):
     """Runs flows over ``router``'s fabric in ``env``.
@@ -91,6 +95,7 @@ class FlowNetwork(Observed, SoloFlows):
         self.groups = CompletionGroups(env)
         self._solos = SoloSet(n_links)  # flows alone on their links (moesim.engine.solo)
         self._replaying = False  # _materialize: solved flows joining as of their start
+        self._routed: dict[tuple[bytes, bytes], tuple[np.ndarray, ...]] = {}  # _route
         self._init_observers()
 
     # ---------------------------------------------------------------- API
@@ -150,13 +155,22 @@ class FlowNetwork(Observed, SoloFlows):
 
     # ----------------------------------------------------------- internals
     def _route(self, ids: np.ndarray) -> None:
+        """Route the flows ``ids``. A start's (sources, destinations) recur (a rank's
+        all-to-all, layer after layer): their routes, stored once in the pair store, are
+        looked up by those arrays (routes depend on their pair only, as for ``start_one``)."""
         fl = self.flows.col
-        rs = self.router.routes(fl["src"][ids], fl["dst"][ids])
-        base = self.pairs.append(rs.link, rs.weight)
-        fl["pair_ptr"][ids] = base + rs.ptr[:-1]
-        fl["pair_len"][ids] = np.diff(rs.ptr)
-        fl["latency_s"][ids] = rs.latency_s
-        fl["ideal_s"][ids] = rs.latency_s + fl["size_bytes"][ids] / rs.cap_Bps
+        src, dst = fl["src"][ids], fl["dst"][ids]
+        key = (src.tobytes(), dst.tobytes())
+        known = self._routed.get(key)
+        if known is None:
+            rs = self.router.routes(src, dst)
+            base = self.pairs.append(rs.link, rs.weight)
+            if len(self._routed) >= ROUTED_STARTS:
+                self._routed.clear()
+            known = self._routed[key] = (base + rs.ptr[:-1], np.diff(rs.ptr), rs.latency_s,
+                                         rs.cap_Bps)
+        fl["pair_ptr"][ids], fl["pair_len"][ids], fl["latency_s"][ids] = known[:3]
+        fl["ideal_s"][ids] = known[2] + fl["size_bytes"][ids] / known[3]
 
     def _request_update(self) -> None:
         if self._flush_at != self.env.now:

@@ -70,12 +70,11 @@ class RateSolver:
         if (not self.incremental or self._since_full >= FULL_EVERY
                 or 2 * (redo.size + n - new_from) > n):
             return self._full(links, wts)
-        redo = np.concatenate((redo, np.arange(new_from, n)))
+        old, redo = redo.size, np.concatenate((redo, np.arange(new_from, n)))  # old ones first
         sub_links = links.take(redo, axis=1)
         sub_wts = None if wts is None else wts.take(redo, axis=1)
-        old = redo < new_from
-        kept_load = self.load - link_sum(sub_links[:, old], None if sub_wts is None
-                                         else sub_wts[:, old], rate[redo[old]], self.pad)[:-1]
+        kept_load = self.load - link_sum(sub_links[:, :old], None if sub_wts is None
+                                         else sub_wts[:, :old], rate[redo[:old]], self.pad)[:-1]
         alloc = solve(sub_links, sub_wts, np.maximum(self.cap - kept_load, 0.0))
         assert alloc.load_Bps is not None
         self.load = kept_load + alloc.load_Bps
