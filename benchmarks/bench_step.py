@@ -8,9 +8,15 @@ Commands (documented in the fast-mode docstring, :mod:`moesim.step.fast`)::
     .venv/bin/python benchmarks/bench_step.py --mode full --gpus 1024 --max-wall-s 300
 
 ``--cli`` writes the fast step below as a scenario and times whole ``moesim step`` processes
-(import, scenario, fabric, every MoE layer routed, report). ``--shape simai`` runs SimAI's
-bundled example layout instead (:func:`simai_spec`). Each line prints wall and CPU seconds:
-on the shared machine the CPU time is the steadier of the two.
+(import, scenario, fabric, every MoE layer routed, report). What it measures about bytecode:
+it runs ``python -m moesim.cli`` with this process's environment, and this machine sets
+``PYTHONDONTWRITEBYTECODE=1``, so every timed process compiles moesim's ~155 modules from
+source (0.1-0.2 s); ``--pyc`` first warms a private cache (``PYTHONPYCACHEPREFIX``, one untimed
+run), as a regular install has (pip compiles at install; an editable install writes
+``__pycache__`` on its first run where that variable is unset). ``--shape simai`` runs SimAI's
+bundled example layout instead (:func:`simai_spec`). Each line prints wall and CPU seconds
+(CPU of every process, the routing child included): on the shared machine the CPU time is
+the steadier of the two.
 
 The step: ``moe-1t`` (Kimi K2 shape: 61 layers, 384 experts, top-8), DeepSeek-like layout
 PP16, EP64 across hosts, TP1, ZeRO-1 DP (the distributed optimizer the step models), 1F1B,
@@ -71,6 +77,17 @@ runs made back to back, not across the notes below.
   read: main 43e8dcd 2.05-2.42 s -> 1.78-2.09 s (medians), ``--pyc`` 1.64-1.69 s, peak 156-159
   MiB; ``--shape simai --routing-draws 0 --repeats 3`` median 5.41 s, step 6.323 s. The step is
   GIL-bound; benchmarks/README.md.
+* whole ``moesim step``, session 18 (2026-12-07 22:0x-22:1x, ``chrt -f 2``, load 6-10; every
+  output bit-identical): the MoE layers are routed in a forked child process
+  (moesim.step.routing_fork: the draws no longer share the step's GIL; counts packed through a
+  1 MiB pipe), each rank's all-to-all arrival looked up once, A2ATimer's bound cheaper.
+  Interleaved rounds against 047af0c (the code before): medians 1.83 -> 1.49 s (12 rounds,
+  load 7.5-9), 2.09 -> 1.69 s (12 rounds, load 6-9); ``--cli --repeats 5`` 1.43 / 1.57 s
+  (22:08) and 1.79 / 1.66 s (22:17, load 9-10) against 1.87 / 2.53 s; ``--pyc`` 1.61 / 1.67
+  s. Peak RSS 148-151 MiB (the step's process) + 69 MiB (the routing child, Pss 55 MiB; most
+  of it pages shared with the parent): ``peak RSS`` below prints the larger process only.
+  ``--shape simai --routing-draws 0 --repeats 3``: median 6.27 s against 7.05 s (in-process
+  ``cpu`` counts this process, not the routing child). benchmarks/README.md.
 * ``--shape simai --routing-draws 0``, 9,216 GPUs (dp 384, 24 micro-batches, 96 layers),
   14:55 at load ~10: median of 3 23.78 s wall, step 6.097 s, max RSS 142 MB; 15:17 at load
   ~7: 14.34 s wall, 7.43 s CPU. Its time is the SimPy run and the interleaved schedule's
