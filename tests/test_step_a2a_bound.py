@@ -11,8 +11,9 @@ import pytest
 from moesim.step.estimate import A2ATimer
 
 
-def _timer(rng: np.random.Generator, n: int, n_links: int) -> A2ATimer:
-    """An A2ATimer over a made-up routing: every (src, dst) pair on a few random links."""
+def _timer(rng: np.random.Generator, n: int, n_links: int, unit: bool = False) -> A2ATimer:
+    """An A2ATimer over a made-up routing: every (src, dst) pair on a few random links, with
+    random path weights, or weight 1 on every entry (``unit``: the path it skips x 1.0 on)."""
     timer = object.__new__(A2ATimer)
     src, dst = np.divmod(np.arange(n * n), n)
     off = src != dst
@@ -20,9 +21,11 @@ def _timer(rng: np.random.Generator, n: int, n_links: int) -> A2ATimer:
     hops = rng.integers(1, 5, size=timer.src.size)
     timer.pair = np.repeat(np.arange(timer.src.size), hops)
     timer.link = rng.integers(0, n_links, size=timer.pair.size)
-    timer.weight = rng.random(timer.pair.size)
+    timer.weight = np.ones(timer.pair.size) if unit else rng.random(timer.pair.size)
     timer.n, timer.n_links = n, n_links
     timer.sender_link = timer.src[timer.pair] * n_links + timer.link
+    timer.entry = (timer.src * n + timer.dst)[timer.pair]
+    timer.unit = unit
     timer.inv_cap = 1.0 / rng.uniform(1e9, 4e11, size=n_links)
     return timer
 
@@ -36,10 +39,11 @@ def _reference(timer: A2ATimer, size_bytes: np.ndarray, offsets_s: np.ndarray) -
     return float((offsets_s[order][:, None] + drain).max(initial=0.0))
 
 
+@pytest.mark.parametrize("unit", [False, True])
 @pytest.mark.parametrize("n, n_links", [(2, 3), (8, 40), (64, 512), (65, 7)])
-def test_bound_equals_its_formula_bit_for_bit(n: int, n_links: int) -> None:
+def test_bound_equals_its_formula_bit_for_bit(n: int, n_links: int, unit: bool) -> None:
     rng = np.random.default_rng(n * 1000 + n_links)
-    timer = _timer(rng, n, n_links)
+    timer = _timer(rng, n, n_links, unit)
     for case in range(6):
         size_bytes = rng.uniform(0, 1e8, size=(n, n))
         if case == 0:

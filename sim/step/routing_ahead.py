@@ -27,9 +27,12 @@ benchmarks/README.md.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from types import TracebackType
 
 from moesim.router import Draw, RoutingResult
@@ -123,6 +126,15 @@ class _DrawAhead:
             thread.join()
 
 
+@contextlib.contextmanager
+def _in_child(spec: StepSpec, draws: int | None, workers: int
+              ) -> Iterator[Callable[[int], RoutingResult]]:
+    """The forked child's router (:class:`moesim.step.routing_fork.DrawProcess`): this
+    module's, its draws in ``workers`` threads there, never forking again."""
+    with RoutingAhead(spec, draws, threads=workers, fork=False) as route:
+        yield lambda layer: route(spec, layer)
+
+
 class RoutingAhead:
     """A ``Route`` (:data:`moesim.step.plan.Route`) for ``spec`` whose MoE layers are drawn
     ahead (module docstring); a context manager that stops the workers on exit. ``threads``:
@@ -140,7 +152,8 @@ class RoutingAhead:
         self.ahead: _DrawAhead | DrawProcess | None = None
         if workers > 0 and firsts:
             forked = can_fork(spec, len(firsts)) if fork is None else fork
-            self.ahead = (DrawProcess(spec, draws, firsts, workers) if forked
+            self.ahead = (DrawProcess(firsts, functools.partial(_in_child, spec, draws, workers))
+                          if forked
                           else _DrawAhead(spec, firsts, workers))
 
     def __call__(self, spec: StepSpec, layer: int) -> RoutingResult:

@@ -31,12 +31,18 @@ import signal
 import sys
 import threading
 import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import BinaryIO
 
 import numpy as np
 
 from moesim.router import RoutingResult
 from moesim.step.spec import StepSpec
+
+SerialRouting = AbstractContextManager[Callable[[int], RoutingResult]]
+"""What the child routes with: a context manager giving layer -> routing (the caller's router,
+which imports this module; passed in, so this module imports none of it)."""
 
 FORK_TOKENS = 1 << 22
 """Token routings (MoE layers x EP ranks x tokens per rank) from which the layers are drawn in
@@ -57,8 +63,7 @@ class DrawProcess:
     what it sends (so that the child never waits on a full pipe); :meth:`take` hands each
     routing over, :meth:`close` ends the child."""
 
-    def __init__(self, spec: StepSpec, draws: int | None, layers: list[int], workers: int
-                 ) -> None:
+    def __init__(self, layers: list[int], serial: Callable[[], SerialRouting]) -> None:
         self.pending = set(layers)  # layers the child may still send
         self.got: dict[int, tuple[Packed, ...] | None] = {}
         self.ended = False  # nothing more will come
@@ -70,7 +75,7 @@ class DrawProcess:
             pid = os.fork()
         if pid == 0:  # the child: never returns
             os.close(read_fd)
-            _child(spec, draws, layers, workers, write_fd)
+            _child(layers, serial, write_fd)
         os.close(write_fd)
         self.pid: int | None = pid
         self.reader: BinaryIO = os.fdopen(read_fd, "rb")
@@ -115,21 +120,18 @@ class DrawProcess:
         self.reader.close()
 
 
-def _child(spec: StepSpec, draws: int | None, layers: list[int], workers: int,
-           write_fd: int) -> None:
-    """Route ``layers`` (the distinct layers of ``draws``) in order, their draws in
-    ``workers`` threads, sending (layer, the routing's fields) for each, (layer, None) for
-    one that failed (and stop); exit."""
+def _child(layers: list[int], serial: Callable[[], SerialRouting], write_fd: int) -> None:
+    """Route ``layers`` in order with the router ``serial()`` makes (the caller's, drawing in
+    its own worker threads, never forking again), sending (layer, the routing's fields) for
+    each, (layer, None) for one that failed (and stop); exit."""
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        from moesim.step.routing_ahead import RoutingAhead
-
         out = os.fdopen(write_fd, "wb")
-        with RoutingAhead(spec, draws, threads=workers, fork=False) as route:
+        with serial() as route:
             for layer in layers:
                 try:
-                    fields: tuple[Packed, ...] | None = _fields(route(spec, layer))
+                    fields: tuple[Packed, ...] | None = _fields(route(layer))
                 except BaseException:  # the parent routes it again: raises it there
                     fields = None
                 pickle.dump((layer, fields), out, protocol=pickle.HIGHEST_PROTOCOL)
