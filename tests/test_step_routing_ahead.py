@@ -9,6 +9,7 @@ import dataclasses
 import os
 import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -172,7 +173,37 @@ def test_only_large_steps_fork() -> None:
     moe = sum(small.model.moe_layers)
     assert moe * 8 * small.tokens_per_microbatch < routing_fork.FORK_TOKENS
     assert not routing_fork.can_fork(small, moe)
-    assert routing_fork.can_fork(big, moe) == (sys.platform == "linux")
+    alone = threading.active_count() == 1  # another test may have left a daemon thread
+    assert routing_fork.can_fork(big, moe) == (sys.platform == "linux" and alone)
+
+
+def test_no_fork_while_another_thread_runs() -> None:
+    """A fork copies only the forking thread, and every lock as it stands: with another Python
+    thread alive (a Dask worker, a threaded caller) the layers are drawn in threads instead."""
+    big = dataclasses.replace(_spec(), seq_len=1 << 17)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not routing_fork.can_fork(big, sum(big.model.moe_layers))
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_a_stuck_child_is_killed_and_the_parent_routes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that sends nothing for STALL_S (here stopped by SIGSTOP, as one deadlocked on
+    a lock copied held would be) is given up: killed, reaped, its layers routed here."""
+    monkeypatch.setattr(routing_fork, "STALL_S", 0.5)
+    spec = _spec(layers=12)
+    with RoutingAhead(spec, threads=1, fork=True) as ahead:
+        assert isinstance(ahead.ahead, DrawProcess) and ahead.ahead.pid
+        os.kill(ahead.ahead.pid, signal.SIGSTOP)
+        got = {layer: ahead(spec, layer) for layer in range(1, 12)}
+    assert ahead.ahead.pid is None
+    for layer, routing in got.items():
+        for a, b in zip(_arrays(routing), _arrays(route_layer(spec, layer)), strict=True):
+            assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("array", [

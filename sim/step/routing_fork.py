@@ -47,14 +47,24 @@ which imports this module; passed in, so this module imports none of it)."""
 FORK_TOKENS = 1 << 22
 """Token routings (MoE layers x EP ranks x tokens per rank) from which the layers are drawn in
 a child process: below it, the fork's ~10-20 ms would not be repaid."""
+STALL_S = 60.0
+"""Longest wait for one layer from the child (a layer takes ~10 ms there at 9,216 GPUs; the
+largest shipped step's slowest well under a second). A child stuck longer (a lock some other
+thread of the parent held at the fork, copied held) is killed and the parent routes the rest
+itself: a stall costs this once, never a hang."""
 PIPE_BYTES = 1 << 20
 """The pipe's buffer (Linux's most for an unprivileged process by default): the child writes
 a layer without waiting for the reader to take each 64 KiB."""
 
 
 def can_fork(spec: StepSpec, layers: int) -> bool:
-    """True when :class:`DrawProcess` should draw ``layers`` MoE layers of ``spec``."""
+    """True when :class:`DrawProcess` should draw ``layers`` MoE layers of ``spec``: on Linux,
+    for a step that repays the fork, and only from a process running no other Python thread
+    (a fork copies every lock as it is, but only the forking thread: a lock another thread
+    held, in the allocator, logging or an import, would stay held in the child for good; a
+    Dask worker or a threaded caller so draws in threads instead)."""
     return (sys.platform == "linux" and hasattr(os, "fork")
+            and threading.active_count() == 1
             and layers * spec.layout.ep * spec.tokens_per_microbatch >= FORK_TOKENS)
 
 
@@ -104,8 +114,12 @@ class DrawProcess:
             if layer not in self.pending:
                 return None
             self.pending.discard(layer)
-            self.cv.wait_for(lambda: layer in self.got or self.ended)
+            if not self.cv.wait_for(lambda: layer in self.got or self.ended, STALL_S):
+                self.ended = True  # stuck (STALL_S): no more from it; killed below
             fields = self.got.pop(layer, None)
+        if fields is None and self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)  # the reader sees EOF; close() reaps
         return None if fields is None else RoutingResult(*map(_unpack, fields))
 
     def close(self) -> None:
