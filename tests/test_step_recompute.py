@@ -103,3 +103,33 @@ def test_mla_up_proj_recompute_by_hand() -> None:
     assert build_plan(dataclasses.replace(spec, recompute="none")).layers[1].recompute_s is None
     with pytest.raises(ConfigError, match="needs an MLA model"):
         _small("mla_up_proj")
+
+
+def test_recompute_modules_add_up_by_hand() -> None:
+    """A Megatron ``--recompute-modules`` list joined by ``+`` runs each module's forward again:
+    ``mla_up_proj+mlp`` (the DeepSeek-V3 DGX-H100 preset's) is the up-projections on every
+    layer plus the dense MLP on the dense layer only (Megatron's ``mlp`` skips MoE layers);
+    ``core_attn`` is ``selective``; modules given once each, of the modelled names."""
+    model = dataclasses.replace(get_model("deepseek-v3"), num_layers=2,
+                                moe_layers=(False, True))
+    spec = StepSpec(model=model, layout=ParallelLayout(ep=8, dp=8), gpu="H800", seq_len=1024,
+                    microbatches=2, recompute="mla_up_proj", compute_dtype="fp8-block")
+    up = build_plan(spec).layers[0].recompute_time_s(0)
+    both = build_plan(dataclasses.replace(spec, recompute="mla_up_proj+mlp"))
+    dense, moe = both.layers
+    assert dense.moe is None and moe.moe is not None
+    assert dense.recompute_time_s(0) == up + dense.ffn_fwd_s and dense.ffn_fwd_s > 0
+    assert [moe.recompute_time_s(e) for e in range(8)] == [up] * 8
+    sel, core = (build_plan(dataclasses.replace(spec, recompute=r))
+                 for r in ("selective", "core_attn"))
+    for a, b in zip(sel.layers, core.layers, strict=True):
+        assert a.recompute_s is not None and b.recompute_s is not None
+        np.testing.assert_array_equal(a.recompute_s, b.recompute_s)
+    attn_mlp = build_plan(dataclasses.replace(spec, recompute="core_attn+mlp")).layers[0]
+    assert attn_mlp.recompute_time_s(0) == dense.core_fwd_s + dense.ffn_fwd_s
+    for bad in ("mlp+mlp", "mlp+moe_act", "mlp+", "full+mlp"):
+        with pytest.raises(ConfigError, match=r"step\.recompute"):
+            dataclasses.replace(spec, recompute=bad)
+    with pytest.raises(ConfigError, match="needs an MLA model"):
+        _small("core_attn+mla_up_proj")
+    assert _small("core_attn+mlp").recompute == "core_attn+mlp"

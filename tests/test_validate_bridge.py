@@ -30,12 +30,17 @@ def test_row_settings_reach_the_step(case) -> None:  # type: ignore[no-untyped-d
 
 
 def test_recompute_as_the_preset_states() -> None:
-    """DeepSeek-V3 on DGX-B200 (26.02): its preset's recompute_modules ['mla_up_proj'] is
-    run as moesim's mla_up_proj and the preset is named; other rows: auto."""
+    """The DeepSeek-V3 rows run their presets' recompute_modules, named in the assumptions:
+    DGX-B200 (26.02) ['mla_up_proj'], DGX-H100 ['mla_up_proj', 'mlp'] as mla_up_proj+mlp;
+    other rows: auto."""
     runs = {c.name: dict(c.args)["recompute"] for c in BRIDGE_CASES}
-    dsv3 = next(c for c in BRIDGE_CASES if c.gpu == "B200" and "deepseek" in c.name)
-    assert runs.pop(dsv3.name) == "mla_up_proj" and set(runs.values()) == {"auto"}
-    assert any("mla_up_proj" in a and "@f0e2c37e" in a for a in dsv3.assumptions)
+    dsv3 = {c.gpu: c for c in BRIDGE_CASES if "deepseek" in c.name}
+    assert runs.pop(dsv3["B200"].name) == "mla_up_proj"
+    assert runs.pop(dsv3["H100"].name) == "mla_up_proj+mlp"
+    assert set(runs.values()) == {"auto"}
+    assert any("mla_up_proj" in a and "@f0e2c37e" in a for a in dsv3["B200"].assumptions)
+    assert any("['mla_up_proj', 'mlp']" in a and "@f0e2c37e" in a
+               for a in dsv3["H100"].assumptions)
 
 
 def test_one_case_per_system_model_and_layout() -> None:

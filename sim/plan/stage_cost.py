@@ -9,7 +9,7 @@ layers, 64 H100: pp1 550 vs 589 ms of compute, pp2 589 vs 553), and the estimate
 layouts that differ by a few percent. Here each stage is priced with those same functions
 under a balanced router (each local expert gets ``tokens x top_k / local experts`` rows),
 per micro-batch, forward + backward + the recompute the candidate runs
-(:func:`moesim.step.plan._with_recompute`'s rule): what the step books as ``compute`` on
+(:func:`moesim.step.recompute.recompute_s`'s rule): what the step books as ``compute`` on
 that stage, up to routing imbalance.
 """
 

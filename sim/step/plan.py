@@ -29,6 +29,7 @@ from moesim.model.accounting import embedding_params, layer_params, router_param
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import Draw, RoutingResult, count_tokens, draw_tokens
 from moesim.step.mtp import mtp_head_s, mtp_params, with_mtp
+from moesim.step.recompute import modules, recompute_s
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
 from moesim.step.wgrad import attention_wgrad_s, experts_wgrad_s, ffn_wgrad_s, input_grad_costs
 from moesim.workload.costs import (
@@ -177,23 +178,6 @@ def _a2a_bytes(spec: StepSpec, routing: RoutingResult) -> dict[str, np.ndarray]:
     }
 
 
-def _with_recompute(layer: LayerPlan, recompute: str, up_proj_s: float) -> LayerPlan:
-    """``layer`` with the forward compute that ``recompute`` runs again before its backward:
-    selective = the attention core; mla_up_proj = ``up_proj_s``; full = every forward kernel."""
-    if recompute == "none":
-        return layer
-    per_attention = {"selective": layer.core_fwd_s, "mla_up_proj": up_proj_s}
-    if recompute in per_attention:  # the same kernels on every EP rank
-        again = np.full(1 if layer.moe is None else layer.moe.attn_fwd.size,
-                        per_attention[recompute])
-    elif layer.moe is None:
-        again = np.array([layer.dense_fwd_s])
-    else:
-        c = layer.moe
-        again = c.attn_fwd + c.router + c.experts_fwd + c.unpermute + layer.ffn_fwd_s
-    return replace(layer, recompute_s=np.asarray(again, dtype=float))
-
-
 def _dense_layer(gpu: GpuSpec, shape: LayerShape, index: int,
                  core_s: tuple[float, float]) -> LayerPlan:
     ffn = shape.model.intermediate_size
@@ -316,14 +300,15 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
     shared = _shared_experts_s(spec, gpu, shape)
     priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting, np.ndarray | None]] = {}
     recompute = spec.resolved_recompute()
-    up_s = mla_up_proj_s(shape, gpu) if recompute == "mla_up_proj" else 0.0
+    up_s = mla_up_proj_s(shape, gpu) if "mla_up_proj" in modules(recompute) else 0.0
     split = any(op.defer_w for ops in spec.ops() for op in ops)  # the schedule has W ops
     moe = (*model.moe_layers, *[model.is_moe] * spec.mtp_layers)  # MTP blocks last (.mtp)
     layers = [
-        _with_recompute(_moe_layer(spec, gpu, shape, i, core, shared, route, priced, split)
-                        if moe[i] else _dense_layer(gpu, shape, i, core), recompute, up_s)
+        _moe_layer(spec, gpu, shape, i, core, shared, route, priced, split)
+        if moe[i] else _dense_layer(gpu, shape, i, core)
         for i in range(len(moe))
     ]
+    layers = [replace(layer, recompute_s=recompute_s(layer, recompute, up_s)) for layer in layers]
     dgrad_layers: tuple[LayerPlan, ...] = ()
     if split:
         pairs = [_split_w(spec, gpu, shape, layer) for layer in layers]

@@ -16,12 +16,13 @@ from moesim.errors import ConfigError
 from moesim.hardware import PRECISIONS, check_precision_gpu, get_gpu, get_precision
 from moesim.model import ModelConfig
 from moesim.parallel.layout import ParallelLayout
-from moesim.parallel.memory import RECOMPUTE_ORDER, choose_recompute
+from moesim.parallel.memory import choose_recompute
 from moesim.router import RouterConfig
 from moesim.scenario.schema import FabricSpec
 from moesim.schedule import build_schedule, get_schedule
 from moesim.schedule.ops import ScheduleOps
 from moesim.schedule.placement import Placement
+from moesim.step.recompute import check_recompute
 from moesim.workload.costs import WIRE_DTYPES
 from moesim.workload.dispatchers import DISPATCHER_NAMES, get_dispatcher
 
@@ -47,22 +48,6 @@ GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}
 default: with ``--bf16`` and without ``--grad-reduce-in-bf16`` (default off) it sets
 ``accumulate_allreduce_grads_in_fp32``, so the fp32 ``main_grad`` buffers are what the
 distributed optimizer reduce-scatters (megatron/training/arguments.py)."""
-
-RECOMPUTES = ("auto", "none", *RECOMPUTE_ORDER, "mla_up_proj")
-"""Activation recompute the step runs in each backward pass. ``auto``: what the memory plan
-chooses for this layout (:func:`moesim.parallel.memory.choose_recompute`, the rule
-``moesim plan memory`` applies: selective if it fits the GPU's HBM, else full), with the step's
-own schedule and precision. ``selective``: Megatron ``--recompute-granularity selective``
-(default module ``core_attn``): each layer's attention core forward runs again before its
-backward. ``full``: ``--recompute-granularity full --recompute-method uniform
---recompute-num-layers 1``: each layer's whole forward compute runs again (attention, router,
-experts, unpermute); the all-to-alls that Megatron's full recompute also re-runs are not
-simulated again (an underestimate of its cost). ``mla_up_proj`` (MLA models): Megatron
-``--recompute-modules mla_up_proj``, what DeepSeek-V3 recomputes (report section 3.4, with the
-RMSNorms, left out: memory-bound, ~0.1 ms per layer at 4096 tokens): the query and key/value
-up-projection GEMMs (with their input casts) run again before each layer's backward
-(:func:`moesim.workload.costs.mla_up_proj_s`); a step setting the memory plan does not choose
-or count. ``none``: nothing is recomputed."""
 
 DEFAULT_FABRIC = FabricSpec(preset="hgx-h100", multipath="dmodk", batch_window_rel=0.02)
 """D-mod-K routing (InfiniBand fat trees route by destination) and 2% finish batching, as the
@@ -97,7 +82,7 @@ class StepSpec:
     fb_overlap: bool = True  # FB ops (dualpipe) overlap one pass's a2a with the other's compute
     slow_gpus: tuple[tuple[int, float], ...] = ()  # (rank = GPU, factor >= 1) on every kernel
     seed: int = 0
-    recompute: str = "auto"  # activation recompute (RECOMPUTES); auto = the memory plan's
+    recompute: str = "auto"  # activation recompute (moesim.step.recompute)
     mtp_layers: int = 0  # MTP modules trained on the last virtual stage (moesim.step.mtp)
 
     def resolved_recompute(self) -> str:
@@ -136,12 +121,7 @@ class StepSpec:
             raise ConfigError("step.mtp_layers", f"must be an integer in [0, "
                               f"{self.model.mtp_layers}] (model {self.model.name}'s MTP "
                               f"modules), got {n_mtp!r}")
-        if self.recompute not in RECOMPUTES:
-            raise ConfigError("step.recompute", f"unknown {self.recompute!r}; allowed: "
-                              + ", ".join(RECOMPUTES))
-        if self.recompute == "mla_up_proj" and self.model.attention != "mla":
-            raise ConfigError("step.recompute", f"mla_up_proj needs an MLA model; "
-                              f"{self.model.name} has {self.model.attention} attention")
+        check_recompute(self.recompute, self.model)
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise ConfigError("step.compute_dtype", f"unknown {self.compute_dtype!r}; allowed: "
                               + ", ".join(COMPUTE_DTYPES))

@@ -20,8 +20,10 @@ SuperPOD reference: one 400 Gb/s CX7 NIC per GPU on a non-blocking rail-optimise
 the token dispatcher (DeepEP on DGX-H100 and DGX-B200, as the Megatron-Bridge MoE hardware
 playbook states, ``skills/perf-techniques/moe-hardware-configs``; HybridEP where the row's own
 preset states ``moe_flex_dispatcher_backend="hybridep"``: the GB200 Qwen3-30B row and the
-DeepSeek-V3 DGX-B200 row), recompute (the memory plan's choice,
-``recompute: auto``) and the pipeline layout (moesim's even split). The two DeepSeek-V3 rows run
+DeepSeek-V3 DGX-B200 row), recompute (the memory plan's choice, ``recompute: auto``, except
+the two DeepSeek-V3 rows, which run the ``recompute_modules`` their presets state:
+:data:`DSV3_B200_2602`, :data:`DSV3_H100_RECOMPUTE`) and the pipeline layout (moesim's even
+split). The two DeepSeek-V3 rows run
 the multi-token-prediction module and the pipeline layout their Megatron-Bridge sources state
 (one rule for both: the recipe's ``mtp_num_layers`` and the preset's ``pp_layout``, else the
 recipe's layout for the row's PP and VPP; :data:`DSV3_B200_PIPELINE`,
@@ -159,6 +161,14 @@ DSV3_H100_PIPELINE = (1, "Et|(tt|)*30mL", (
     "+ 1 layer | 30 x 2 layers | MTP + loss; " + RECIPE_MTP))
 """The DeepSeek-V3 DGX-H100 row's MTP module and pipeline layout, as its sources state."""
 
+DSV3_H100_RECOMPUTE = ("mla_up_proj+mlp", (
+    f"recompute: every stored version read of the preset (DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1, "
+    f"{PRESETS}, and @04264182) states recompute_modules ['mla_up_proj', 'mlp'] (the 25.09 "
+    "container's own is not stored: an assumption that it said the same, as for the pipeline "
+    "layout): the q / kv up-projections again before each layer's backward, and the dense "
+    "MLP of the 3 dense layers (Megatron's 'mlp' skips MoE layers)",))
+"""The recompute the DeepSeek-V3 DGX-H100 row's preset states."""
+
 BRIDGE_CASES: tuple[Case, ...] = (
     _case("DGX-B200", "deepseek-v3", 256, "FP8-MX", 4096, 1, {"pp": 16, "ep": 8}, 2689.0,
           SOURCE_2602, DSV3_B200_2602, dispatcher="hybridep", pipeline=DSV3_B200_PIPELINE),
@@ -174,7 +184,7 @@ BRIDGE_CASES: tuple[Case, ...] = (
     _case("DGX-H100", "qwen3-30b-a3b", 16, "FP8-CS", 512, 2, {"pp": 2, "vpp": 24, "ep": 8},
           5275.0, SOURCE),
     _case("DGX-H100", "deepseek-v3", 1024, "FP8-CS", 8192, 1,
-          {"tp": 2, "pp": 8, "vpp": 4, "ep": 64}, 1297.0, SOURCE_2509,
+          {"tp": 2, "pp": 8, "vpp": 4, "ep": 64}, 1297.0, SOURCE_2509, DSV3_H100_RECOMPUTE,
           pipeline=DSV3_H100_PIPELINE),
     _case("DGX-GB200", "qwen3-30b-a3b", 8, "MXFP8", 512, 4, {"ep": 8}, 39936.0, SOURCE_2608,
           ("auto", (HYBRIDEP_PRESET, "recompute: the memory plan's choice")),
