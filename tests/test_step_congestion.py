@@ -92,11 +92,6 @@ def _case(gpus: int, over: float, pxn: bool) -> object:
     each) are also marked ``congestion_large``, which the default run deselects (pyproject
     addopts) to keep CI near ten minutes: ``pytest -m congestion_large`` runs them."""
     marks = [pytest.mark.congestion_large] if gpus >= 256 else []
-    if (gpus, over, pxn) == (512, 4.0, False):
-        marks.append(pytest.mark.xfail(strict=True, reason=(
-            "measured: full 2769.61 ms, phases 2588.88 ms (-6.5 %; before f90343f's router "
-            "draw 2788.37 / 2587.71, -7.2 %): the replicas' pipeline inputs spread out and "
-            "starved by all-to-alls in full mode (module docstring)")))
     return pytest.param(gpus, over, pxn, marks=marks)
 
 

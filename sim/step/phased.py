@@ -24,12 +24,18 @@ fabric (ECMP, PXN). ``StepResult.top_link`` names the link the last rank waited 
 all-to-all wait charged to its phase's busiest link, its gradient-ring waits to its stage's
 busiest ring link), as full mode's critical path names one.
 
-Not seen: all-to-all traffic beside other traffic (a gradient ring's, a pipeline send's:
-phases are solved alone); members that reach an all-to-all at different times for reasons
-outside the representative (a replica's pipeline input held up by congestion: under ECMP on a
-4:1 fabric, some replicas' sends stacked on one uplink and starved there by the next
-micro-batch's all-to-all, what leaves 512 GPUs 4:1 ECMP 6.5 % low, README); a slow GPU outside
-the representative pipeline. Measured against full mode on
+* each replica's pipeline input (:mod:`moesim.step.replica_inputs`): every phase leaves its
+  flows on the step's clock; at a pass's first all-to-all each replica's copy of the pass's
+  input send is timed on its own ECMP route beside the phase flows on its links then, starting
+  when that replica left its sender's last all-to-all, and a member whose input comes after
+  the representative's pass began releases that all-to-all later by the difference (under
+  ECMP on a 4:1 fabric some replicas' sends stack on one uplink where the next micro-batch's
+  all-to-all starves them: full mode's members send their first dispatch 30-50 ms apart).
+
+Not seen: all-to-all traffic beside other traffic in the phase's own solve (a gradient ring's,
+a pipeline send's: phases are solved alone); members that leave an all-to-all at their own
+times (they leave together, at the latest member's time; only their pipeline sends start at
+their own); a slow GPU outside the representative pipeline. Measured against full mode on
 oversubscribed rail fabrics: ``tests/test_step_congestion.py`` and ``docs`` in the README.
 
 Cost: an engine solve per distinct all-to-all phase (stages whose problems are the same up
@@ -40,6 +46,7 @@ per layer and direction: slower than the estimates (the README's benchmark notes
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import simpy
@@ -60,6 +67,7 @@ from moesim.step.fast import (
 from moesim.step.groups import ring_group
 from moesim.step.phases import A2APhases, RingPhases, base_router
 from moesim.step.plan import LayerPlan
+from moesim.step.replica_inputs import LinkRows, ReplicaInputs
 from moesim.step.replicas import replica_router, replicas_collide
 from moesim.step.ringjob import StageTail
 from moesim.step.simulate import simulate_ranks
@@ -77,23 +85,97 @@ class PhasedState(FastState):
     ring_phases: RingPhases = field(kw_only=True)
     base: Router = field(kw_only=True)  # whole-fabric routes (phases.base_router)
     stage_groups: dict[tuple[str, int], list[tuple[int, ...]]] = field(default_factory=dict)
+    a2a_rows: dict[int, tuple[LinkRows, np.ndarray, int]] = field(
+        default_factory=dict)  # a2a tag -> its flows, members' arrivals, micro-batch
+    exits: dict[tuple[int, str, int], np.ndarray] = field(
+        default_factory=dict)  # (rank, pass kind, mb) -> members' last a2a arrivals
     a2a_link: dict[tuple[int, int, str], str] = field(default_factory=dict)  # busiest link
     link_wait_s: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> link -> s
     tails: dict[int, StageTail] = field(default_factory=dict)  # stage -> its ranks' DP tails
+    inputs: ReplicaInputs = field(kw_only=True)  # each replica's pipeline input
+    arrived: dict[tuple[str, int, int, int], tuple[int, float, float]] = field(
+        default_factory=dict)  # mailbox key -> (sender, send time, arrival of the copies)
+    entered: dict[object, tuple[str, int, int, float]] = field(
+        default_factory=dict)  # process -> the pass it entered and when, until its first a2a
+
+    def mailbox(self, kind: str, mb: int, vstage: int, rank: int) -> simpy.Event:
+        key = (kind, mb, vstage, rank)
+        if key in self.mail:
+            return self.mail[key]
+        box = super().mailbox(kind, mb, vstage, rank)
+
+        def got(ev: simpy.Event) -> None:  # before the receiver resumes (added first)
+            sender, sent_s, _ = cast(tuple[int, float, int], ev.value)  # sends.send's
+            self.arrived[key] = (int(sender), float(sent_s), self.env.now)
+
+        box.callbacks.append(got)
+        return box
+
+    def enter_pass(self, kind: str, mb: int, vstage: int) -> None:
+        super().enter_pass(kind, mb, vstage)
+        self.entered[self.env.active_process] = (kind, mb, vstage, self.env.now)
+
+    def _input_delays(self, rank: int) -> np.ndarray | None:
+        """At the first all-to-all of ``rank``'s pass: how much later each EP rank's member
+        gets the pass's pipeline input than ``rank``'s pass began, each replica's copy of the
+        send on its own route beside the all-to-alls there (:mod:`moesim.step.replica_inputs`;
+        the latest over the stage's EP groups, copies of one phase), sent when that replica
+        got the last bytes of its sender's last all-to-all (:attr:`exits`; after the first
+        member to get them, whose group's next phase starts with the representative's: the
+        sender's ep rank is the receiver's); None without an input."""
+        entry = self.entered.pop(self.env.active_process, None)
+        got = None if entry is None else self.arrived.get((*entry[:3], rank))
+        if entry is None or got is None:
+            return None
+        sender, sent_s, arrival_s = got
+        groups = np.array(self._groups_of("ep", self._stage(rank)), dtype=np.int64)
+        left = self.exits.get((sender, *entry[:2]))
+        lag = np.zeros(groups.shape[1]) if left is None else left - left.min()
+        at_s = self.inputs.arrivals_s(groups, self._stage(sender), sent_s + lag)
+        late = np.maximum(at_s - max(entry[3], arrival_s), 0.0).max(axis=0)
+        return late if late.any() else None
+
+    def all_to_all(self, rank: int, layer: LayerPlan, mb: int, phase: str) -> AllToAll:
+        key = (self.ep_group[rank][0], layer.index, mb, phase)
+        a2a = self.a2a.get(key)
+        if a2a is None:
+            gpus = self._group_gpus(rank)
+            own, offsets, end_s, rows, finish = self._phase(rank, gpus, layer, phase)
+            ep = self.coords[rank]["ep"]  # the reference: rank's send less its own release
+            a2a = self.a2a[key] = FastAllToAll(self.net, gpus, layer.a2a_bytes[phase],
+                                               len(self.a2a), offsets_s=offsets - offsets[ep]
+                                               + own[ep], end_s=end_s)
+            self.a2a_rows[a2a.tag] = (rows, finish, mb)
+        return a2a
 
     def sent_a2a(self, a2a: AllToAll, local: int, layer: int, phase: str) -> None:
         super().sent_a2a(a2a, local, layer, phase)
         if isinstance(a2a, FastAllToAll) and not a2a._sent:
             key = (int(a2a.gpus[0]), layer, phase)
-            self._book(int(a2a.gpus[local]), self.a2a_link.get(key, ""),
-                       a2a.end_s - float(a2a.offsets_s[local]))
+            wait_s = a2a.end_s - float(a2a.offsets_s[local])
+            self._book(int(a2a.gpus[local]), self.a2a_link.get(key, ""), wait_s)
+            rows, finish, mb = self.a2a_rows.pop(a2a.tag)
+            self._left(int(a2a.gpus[local]), phase, mb, rows, finish,
+                       self.env.now - float(a2a.offsets_s[local]))
 
     def a2a_arrival_s(self, rank: int, layer: LayerPlan, mb: int, phase: str,
                       send_s: float) -> float:
-        arrival = super().a2a_arrival_s(rank, layer, mb, phase, send_s)
+        """``rank``'s send at ``send_s`` less its own release offset is the phase's reference
+        time; members whose pipeline input came late release later (:meth:`_phase`)."""
+        own, _, end_s, rows, finish = self._phase(rank, self._group_gpus(rank), layer, phase)
+        ref_s = send_s - float(own[self.coords[rank]["ep"]])
+        self._left(rank, phase, mb, rows, finish, ref_s)
         key = (self.ep_group[rank][0], layer.index, phase)
-        self._book(rank, self.a2a_link.get(key, ""), arrival - send_s)
-        return arrival
+        self._book(rank, self.a2a_link.get(key, ""), ref_s + end_s - send_s)
+        return ref_s + end_s
+
+    def _left(self, rank: int, phase: str, mb: int, rows: LinkRows, finish: np.ndarray,
+              ref_s: float) -> None:
+        """A phase of ``rank``'s group ran from ``ref_s``: its flows load their links, and
+        each member's last bytes arrive ``finish`` later (kept per pass: its sends start
+        then, :meth:`_input_delays`)."""
+        self.inputs.load.add(rows, ref_s)
+        self.exits[(rank, "B" if phase.endswith("bwd") else "F", mb)] = ref_s + finish
 
     def _book(self, rank: int, link: str, wait_s: float) -> None:
         _charge(self.link_wait_s.setdefault(rank, {}), link, wait_s)
@@ -123,21 +205,22 @@ class PhasedState(FastState):
             self.stage_groups[key] = list(found.values())
         return self.stage_groups[key]
 
-    def _a2a_time(self, rank: int, gpus: np.ndarray, layer: LayerPlan, phase: str
-                  ) -> tuple[np.ndarray, float]:
-        """(release offsets, end) of ``phase`` of ``layer`` in the EP group ``gpus``, solved
-        with every EP group of its stage (:class:`A2APhases`)."""
-        key = (int(gpus[0]), layer.index, phase)
-        timing = self.a2a_timing.get(key)
-        if timing is None:
-            stage = self._stage(rank)
-            offsets = self._offsets(layer, phase, gpus)
-            groups = np.array(self._groups_of("ep", stage), dtype=np.int64)
-            end_s, link = self.a2a_phases.time_s(stage, self.base, groups,
-                                                 layer.a2a_bytes[phase], offsets)
-            self.a2a_link[key] = self.base.fabric.link_name(link) if link >= 0 else ""
-            timing = self.a2a_timing[key] = (offsets, end_s)
-        return timing
+    def _phase(self, rank: int, gpus: np.ndarray, layer: LayerPlan, phase: str
+               ) -> tuple[np.ndarray, np.ndarray, float, LinkRows, np.ndarray]:
+        """(members' own release offsets, the phase's offsets: those and how late each
+        member's pipeline input came at the pass's first all-to-all, end, the phase's flows)
+        of ``phase`` of ``layer`` in the EP group ``gpus``, solved with every EP group of its
+        stage (:class:`A2APhases`)."""
+        own = self._offsets(layer, phase, gpus)
+        late = self._input_delays(rank)
+        offsets = own if late is None else own + late
+        stage = self._stage(rank)
+        groups = np.array(self._groups_of("ep", stage), dtype=np.int64)
+        end_s, link, rows, finish = self.a2a_phases.phase(stage, self.base, groups,
+                                                          layer.a2a_bytes[phase], offsets)
+        key = (int(gpus[0]), layer.index, phase)  # its busiest link: by bytes, not times
+        self.a2a_link[key] = self.base.fabric.link_name(link) if link >= 0 else ""
+        return own, offsets, end_s, rows, finish
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
         """Every ``kind`` ring of ``rank``'s stage at once (:class:`RingPhases`); the event
@@ -176,9 +259,11 @@ def simulate_phased(spec: StepSpec, routing_draws: int | None = None, *,
     base = base_router(index, lay.world_size // lay.pp)
     net = FlowNetwork(simpy.Environment(), replica_router(base, lay, ranks),
                       batch_window_rel=eps, record_timeline=False)
-    st = PhasedState(spec, fast_plan(spec, routing_draws), spec.ops(), net,
-                     *empty_ledgers(lay.world_size), index=index, analytic_a2a=fuse_moe,
-                     a2a_phases=A2APhases(eps), ring_phases=RingPhases(net), base=base)
+    plan = fast_plan(spec, routing_draws)
+    st = PhasedState(spec, plan, spec.ops(), net, *empty_ledgers(lay.world_size), index=index,
+                     analytic_a2a=fuse_moe, a2a_phases=A2APhases(eps),
+                     ring_phases=RingPhases(net), base=base,
+                     inputs=ReplicaInputs(base, lay.world_size // lay.pp, plan.act_bytes))
     simulate_ranks(st, ranks)
     return st, ranks
 

@@ -43,6 +43,7 @@ from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.fabric.blocks import BlockRouter
 from moesim.fabric.subfabric import GraphIndex
+from moesim.step.replica_inputs import LinkRows, flow_rows
 from moesim.step.ringjob import RingJob
 
 
@@ -99,7 +100,9 @@ class A2APhases:
         self.eps = eps
         self._routers: dict[int, tuple[CopiesRouter, bytes, np.ndarray]] = {}
         self._digests: dict[int, tuple[np.ndarray, bytes]] = {}
-        self._cache: dict[tuple[bytes, bytes, bytes], tuple[float, int]] = {}
+        self._cache: dict[tuple[bytes, bytes, bytes], tuple[float, int, np.ndarray,
+                                                             np.ndarray]] = {}
+        self._rows: dict[tuple[int, bytes, bytes, bytes], LinkRows] = {}
         self.solves = 0
 
     def time_s(self, stage: int, router: Router, groups: np.ndarray, size_bytes: np.ndarray,
@@ -107,6 +110,16 @@ class A2APhases:
         """(seconds from the reference time to the last byte, its :func:`busiest_link`) of
         the all-to-all ``size_bytes`` [sender, receiver] run by every EP group
         of ``stage`` (``groups``: [group, ep rank] GPUs) with release offsets ``offsets_s``."""
+        end_s, link, _, _ = self.phase(stage, router, groups, size_bytes, offsets_s)
+        return end_s, link
+
+    def phase(self, stage: int, router: Router, groups: np.ndarray, size_bytes: np.ndarray,
+              offsets_s: np.ndarray) -> tuple[float, int, LinkRows, np.ndarray]:
+        """:meth:`time_s`, the phase's flows on ``stage``'s links from the reference time
+        (:class:`moesim.step.replica_inputs.LinkRows`: each flow's copies on a link, moving
+        its bytes at its mean rate from its release to its drain), for what shares those
+        links meanwhile (:class:`moesim.step.replica_inputs.ReplicaInputs`), and when each
+        ep rank has all its bytes in (the latest of its copies), from the reference time."""
         held = self._digests.get(id(size_bytes))
         if held is None or held[0] is not size_bytes:  # the plan's arrays live for the step
             held = self._digests[id(size_bytes)] = (size_bytes, _digest(size_bytes))
@@ -117,14 +130,17 @@ class A2APhases:
         copies, shape, links = known
         key = (shape, held[1], _digest(offsets_s))
         if key not in self._cache:
-            end_s, link = self._solve(copies, size_bytes, offsets_s)
+            end_s, link, flows, finish = self._solve(copies, size_bytes, offsets_s)
             hits = np.flatnonzero(links == link)
-            self._cache[key] = end_s, int(hits[0]) if hits.size else -1
-        end_s, at = self._cache[key]
-        return end_s, int(links[at]) if at >= 0 else -1
+            self._cache[key] = end_s, int(hits[0]) if hits.size else -1, flows, finish
+        end_s, at, flows, finish = self._cache[key]
+        rows = self._rows.get((stage, *key))
+        if rows is None:  # the solve's flows are shape-invariant: routed on this stage's links
+            rows = self._rows[(stage, *key)] = flow_rows(copies, flows)
+        return end_s, int(links[at]) if at >= 0 else -1, rows, finish
 
     def _solve(self, router: CopiesRouter, size: np.ndarray, offsets: np.ndarray
-               ) -> tuple[float, int]:
+               ) -> tuple[float, int, np.ndarray, np.ndarray]:
         env = simpy.Environment()
         net = FlowNetwork(env, router, batch_window_rel=self.eps, record_timeline=False)
         n = size.shape[0]
@@ -135,7 +151,11 @@ class A2APhases:
         self.solves += 1
         finish = net.groups.col["finish_s"][a2a.groups]
         src, dst = np.divmod(np.flatnonzero(~np.eye(n, dtype=bool)), n)
-        return float(finish.max()), busiest_link(router, src, dst, size[src, dst])
+        fl, m = net.flows.col, net.flows.n
+        flows = np.stack([fl[c][:m].astype(float) for c in ("src", "dst", "size_bytes",
+                                                             "start_s", "drain_s")])
+        return (float(finish.max()), busiest_link(router, src, dst, size[src, dst]), flows,
+                finish)
 
 
 def _sender(a2a: AllToAll, rank: int) -> Callable[[simpy.Event], None]:
