@@ -67,7 +67,7 @@ from moesim.step.fast import (
 from moesim.step.groups import ring_group
 from moesim.step.phases import A2APhases, RingPhases, base_router
 from moesim.step.plan import LayerPlan
-from moesim.step.replica_inputs import LinkRows, ReplicaInputs
+from moesim.step.replica_inputs import LinkRows, ReplicaInputs, late_end_s
 from moesim.step.replicas import replica_router, replicas_collide
 from moesim.step.ringjob import StageTail
 from moesim.step.simulate import simulate_ranks
@@ -208,19 +208,26 @@ class PhasedState(FastState):
     def _phase(self, rank: int, gpus: np.ndarray, layer: LayerPlan, phase: str
                ) -> tuple[np.ndarray, np.ndarray, float, LinkRows, np.ndarray]:
         """(members' own release offsets, the phase's offsets: those and how late each
-        member's pipeline input came at the pass's first all-to-all, end, the phase's flows)
-        of ``phase`` of ``layer`` in the EP group ``gpus``, solved with every EP group of its
-        stage (:class:`A2APhases`)."""
+        member's pipeline input came at the pass's first all-to-all, end, the phase's flows,
+        each member's last arrival) of ``phase`` of ``layer`` in the EP group ``gpus``,
+        solved with every EP group of its stage at their own offsets (:class:`A2APhases`:
+        one solve per phase, shared by the micro-batches). Late members: their rows move
+        later by their delays, and the phase ends no earlier than their bytes can cross the
+        links from their releases (:func:`late_end_s`: what decides the end when the last
+        member's input comes after the others' rows have drained, as full mode's do)."""
         own = self._offsets(layer, phase, gpus)
         late = self._input_delays(rank)
-        offsets = own if late is None else own + late
         stage = self._stage(rank)
         groups = np.array(self._groups_of("ep", stage), dtype=np.int64)
         end_s, link, rows, finish = self.a2a_phases.phase(stage, self.base, groups,
-                                                          layer.a2a_bytes[phase], offsets)
-        key = (int(gpus[0]), layer.index, phase)  # its busiest link: by bytes, not times
+                                                          layer.a2a_bytes[phase], own)
+        key = (int(gpus[0]), layer.index, phase)
         self.a2a_link[key] = self.base.fabric.link_name(link) if link >= 0 else ""
-        return own, offsets, end_s, rows, finish
+        if late is None:
+            return own, own, end_s, rows, finish
+        rows = rows.delayed(late)
+        end_s = max(end_s, late_end_s(rows, own + late, self.base.fabric.cap_Bps))
+        return own, own + late, end_s, rows, finish
 
     def join_ring(self, rank: int, kind: str, item: int, size_bytes: float) -> simpy.Event:
         """Every ``kind`` ring of ``rank``'s stage at once (:class:`RingPhases`); the event

@@ -31,7 +31,9 @@ member starts no earlier than that pass), and the phase flows slowed by the send
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -42,18 +44,34 @@ from moesim.engine.routing import Router, RouteSet
 @dataclass(frozen=True)
 class LinkRows:
     """Flows on links over time: row ``i`` puts ``count[i]`` flows moving ``load_Bps[i]`` in
-    all on link ``link[i]`` over ``[start_s[i], end_s[i])``."""
+    all on link ``link[i]`` over ``[start_s[i], end_s[i])``, sent by ep rank ``sender[i]``."""
 
     link: np.ndarray
     count: np.ndarray
     load_Bps: np.ndarray
     start_s: np.ndarray
     end_s: np.ndarray
+    sender: np.ndarray
+
+    @cached_property
+    def links(self) -> np.ndarray:
+        """The links the rows are on, sorted (once per rows: a phase's are shared by its
+        micro-batches)."""
+        return np.unique(self.link)
 
     def take(self, keep: np.ndarray, link: np.ndarray, shift_s: float = 0.0) -> LinkRows:
         """The rows ``keep`` with links ``link`` (renumbered), times moved by ``shift_s``."""
         return LinkRows(link, self.count[keep], self.load_Bps[keep],
-                        self.start_s[keep] + shift_s, self.end_s[keep] + shift_s)
+                        self.start_s[keep] + shift_s, self.end_s[keep] + shift_s,
+                        self.sender[keep])
+
+    def delayed(self, late_s: np.ndarray) -> LinkRows:
+        """Each sender's rows moved ``late_s[sender]`` later (at the rates they had)."""
+        by = late_s[self.sender]
+        moved = LinkRows(self.link, self.count, self.load_Bps, self.start_s + by,
+                         self.end_s + by, self.sender)
+        moved.__dict__["links"] = self.links  # the same links
+        return moved
 
 
 def flow_rows(router: CopiesRouter, flows: np.ndarray) -> LinkRows:
@@ -64,7 +82,22 @@ def flow_rows(router: CopiesRouter, flows: np.ndarray) -> LinkRows:
     rs = router.routes(src[live].astype(np.int64), dst[live].astype(np.int64))
     owner = np.repeat(np.arange(int(live.sum())), np.diff(rs.ptr))
     rate = (size[live] / (drain[live] - start[live]))[owner]
-    return LinkRows(rs.link, rs.weight, rs.weight * rate, start[live][owner], drain[live][owner])
+    return LinkRows(rs.link, rs.weight, rs.weight * rate, start[live][owner],
+                    drain[live][owner], src[live].astype(np.int64)[owner])
+
+
+def late_end_s(rows: LinkRows, release_s: np.ndarray, cap_Bps: np.ndarray) -> float:
+    """A lower bound on a phase's last byte when ep rank ``e`` sends its row (the bytes of
+    its flows in ``rows``) from ``release_s[e]``: the bytes sent from the ``k``-th latest
+    release on cannot cross a link faster than its capacity, ``max_k,l release_(k) +
+    bytes_k,l / cap_l`` (the link-load bound; path latencies, microseconds, left out)."""
+    links, at = np.unique(rows.link, return_inverse=True)
+    n = release_s.size
+    sent = np.zeros((n, links.size))
+    np.add.at(sent, (rows.sender, at), rows.load_Bps * (rows.end_s - rows.start_s))
+    order = np.argsort(-release_s, kind="stable")
+    after = np.cumsum(sent[order], axis=0)  # [k, link]: bytes of the k + 1 latest senders
+    return float((release_s[order][:, None] + after / cap_Bps[links]).max())
 
 
 def share_drain_s(t0_s: float, size_bytes: float, cap_Bps: np.ndarray, copies: np.ndarray,
@@ -74,47 +107,112 @@ def share_drain_s(t0_s: float, size_bytes: float, cap_Bps: np.ndarray, copies: n
     throughout and with the flows ``rows`` (``link``: the position on the route) while they
     run: at each instant the least over its links of the level
     ``max((cap - load) / copies, cap / (count + copies))`` (module docstring)."""
-    live = rows.end_s > t0_s
-    start, end = np.maximum(rows.start_s[live], t0_s), rows.end_s[live]
-    t = np.unique(np.concatenate(([t0_s], start, end)))  # t[0] = t0_s
-    at = (np.searchsorted(t, start), np.searchsorted(t, end))
-    count = np.zeros((t.size + 1, cap_Bps.size))
-    load = np.zeros_like(count)
-    for sign, i in zip((1.0, -1.0), at, strict=True):
-        np.add.at(count, (i, rows.link[live]), sign * rows.count[live])
-        np.add.at(load, (i, rows.link[live]), sign * rows.load_Bps[live])
-    count, load = np.cumsum(count[:-1], axis=0), np.cumsum(load[:-1], axis=0)
-    level = np.maximum(np.maximum(cap_Bps - load, 0.0) / copies, cap_Bps / (count + copies))
-    rate = level.min(axis=1)  # over [t[i], t[i + 1]); the last one open
-    moved = np.concatenate(([0.0], np.cumsum(rate[:-1] * np.diff(t))))
-    i = int(np.searchsorted(moved, size_bytes)) - 1  # moved[i] < size <= moved[i + 1]
-    return float(t[i] + (size_bytes - moved[i]) / rate[i])
+    hops = np.arange(cap_Bps.size)[None, :]
+    return float(drains_s(np.array([t0_s]), size_bytes, cap_Bps, copies, hops, rows)[0])
+
+
+def drains_s(t0_s: np.ndarray, size_bytes: float, cap_Bps: np.ndarray, copies: np.ndarray,
+             hops: np.ndarray, rows: LinkRows) -> np.ndarray:
+    """:func:`share_drain_s` of many flows at once: flow ``c`` starts at ``t0_s[c]`` on the
+    links ``hops[c]`` (``-1``: no hop); link ``u`` (the rows' numbering) has capacity
+    ``cap_Bps[u]`` and ``copies[u]`` flows like them. Each link's level changes only where
+    its own rows start or end, so each flow is timed on the times of its own links."""
+    live = rows.end_s > t0_s.min()
+    link = np.concatenate((rows.link[live], rows.link[live]))
+    t = np.concatenate((np.maximum(rows.start_s[live], t0_s.min()), rows.end_s[live]))
+    d_count = np.concatenate((rows.count[live], -rows.count[live]))
+    d_load = np.concatenate((rows.load_Bps[live], -rows.load_Bps[live]))
+    order = np.lexsort((t, link))
+    link, t, d_count, d_load = link[order], t[order], d_count[order], d_load[order]
+    n = cap_Bps.size
+    first = np.searchsorted(link, np.arange(n))
+    last = np.searchsorted(link, np.arange(n), side="right")
+    count, load = _segment_cumsum(d_count, first, link), _segment_cumsum(d_load, first, link)
+    cap, share = cap_Bps[link], copies[link]
+    level = np.maximum(np.maximum(cap - load, 0.0) / share, cap / (count + share))
+    idle = cap_Bps / copies  # before a link's first row
+    # each flow's times: its start and its links' changes after it, in order
+    n_flows, n_hops = hops.shape
+    owner, hop_link = np.nonzero(hops >= 0)[0], hops[hops >= 0]
+    lens = last[hop_link] - first[hop_link]
+    owners = np.repeat(owner, lens)
+    at = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    times = t[np.repeat(first[hop_link], lens) + at]
+    flow = np.concatenate((owners, np.arange(n_flows)))
+    times = np.concatenate((times, t0_s))
+    keep = times >= t0_s[flow]
+    flow, times = flow[keep], times[keep]
+    order = np.lexsort((times, flow))
+    flow, times = flow[order], times[order]
+    new = np.ones(flow.size, dtype=bool)
+    new[1:] = (flow[1:] != flow[:-1]) | (times[1:] != times[:-1])
+    flow, times = flow[new], times[new]
+    # every hop's level at those times: its link's last change at or before each
+    grid = np.unique(np.concatenate((t, times)))
+    key = np.searchsorted(grid, t) + link * (grid.size + 1)
+    rate = np.full(flow.size, np.inf)
+    for h in range(n_hops):
+        u = hops[flow, h]
+        on = u >= 0
+        want = np.searchsorted(grid, times[on]) + u[on] * (grid.size + 1)
+        k = np.searchsorted(key, want, side="right") - 1
+        mine = k >= first[u[on]]
+        got = np.r_[level, 0.0][np.where(mine, k, level.size)]  # (0.0: not read)
+        rate[on] = np.minimum(rate[on], np.where(mine, got, idle[u[on]]))
+    # bytes moved by each time, flow by flow; the last interval of each flow open
+    start = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1]])
+    end = np.r_[start[1:], flow.size] - 1
+    dt = np.r_[np.diff(times), 0.0]
+    dt[end] = 0.0
+    after = np.cumsum(rate * dt)  # moved by the end of each interval
+    before = after - rate * dt
+    j = np.minimum(np.searchsorted(after, before[start] + size_bytes), end)
+    return times[j] + (before[start] + size_bytes - before[j]) / rate[j]
+
+
+def _segment_cumsum(x: np.ndarray, first: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """Running sums of ``x`` restarting at each segment (``seg``: each element's, sorted;
+    ``first``: where each segment starts)."""
+    if not x.size:
+        return x
+    total = np.cumsum(x)
+    base = np.where(first > 0, total[np.maximum(first - 1, 0)], 0.0)
+    return total - base[seg]
 
 
 class LinkLoad:
-    """The all-to-all phases' flows on the step's clock (:class:`LinkRows` per phase)."""
+    """The all-to-all phases' flows on the step's clock (:class:`LinkRows` per phase), kept
+    in order of their last end, each with its links."""
 
-    def __init__(self) -> None:
-        self._parts: list[tuple[float, float, LinkRows]] = []  # (t0, last end, rows)
+    def __init__(self, n_links: int) -> None:
+        self._ends: list[float] = []
+        self._parts: list[tuple[float, LinkRows, np.ndarray]] = []  # (t0, rows, its links)
+        self._mask = np.zeros(n_links, dtype=bool)
 
     def add(self, rows: LinkRows, t0_s: float) -> None:
         """A phase whose rows' times count from ``t0_s``."""
         if rows.link.size:
-            self._parts.append((t0_s, t0_s + float(rows.end_s.max()), rows))
+            last = t0_s + float(rows.end_s.max())
+            at = bisect.bisect(self._ends, last)
+            self._ends.insert(at, last)
+            self._parts.insert(at, (t0_s, rows, rows.links))
 
     def on(self, links: np.ndarray, after_s: float) -> LinkRows:
         """The rows on ``links`` (sorted, unique; each row's link its index there) that run
         past ``after_s``, on the step's clock."""
+        self._mask[links] = True
         parts = []
-        for t0, last, rows in self._parts:
-            if last > after_s:
-                keep = np.isin(rows.link, links) & (rows.end_s + t0 > after_s)
+        for t0, rows, mine in self._parts[bisect.bisect(self._ends, after_s):]:
+            if self._mask[mine].any():
+                keep = self._mask[rows.link] & (rows.end_s + t0 > after_s)
                 parts.append(rows.take(keep, np.searchsorted(links, rows.link[keep]), t0))
+        self._mask[links] = False
         if not parts:
             empty = np.zeros(0)
-            return LinkRows(empty.astype(np.int64), empty, empty, empty, empty)
+            return LinkRows(*(empty.astype(np.int64), empty, empty, empty, empty,
+                              empty.astype(np.int64)))
         return LinkRows(*(np.concatenate([getattr(p, f) for p in parts]) for f in (
-            "link", "count", "load_Bps", "start_s", "end_s")))
+            "link", "count", "load_Bps", "start_s", "end_s", "sender")))
 
 
 class ReplicaInputs:
@@ -124,36 +222,35 @@ class ReplicaInputs:
 
     def __init__(self, base: Router, per_stage: int, size_bytes: float) -> None:
         self.base, self.per, self.size = base, per_stage, size_bytes
-        self.load = LinkLoad()
-        self._routes: dict[tuple[int, int], tuple[RouteSet, np.ndarray]] = {}
+        self.load = LinkLoad(base.fabric.n_links)
+        self._routes: dict[tuple[int, int], tuple[tuple[RouteSet, np.ndarray], np.ndarray]] = {}
 
     def arrivals_s(self, gpus: np.ndarray, from_stage: int, send_s: np.ndarray) -> np.ndarray:
         """When each of ``gpus`` ([group, ep rank], of one stage) has its input sent by its
         peer on ``from_stage`` at ``send_s`` (per ep rank), each GPU receiving its own copy."""
         flat = np.asarray(gpus, dtype=np.int64).ravel()
-        start_s = np.broadcast_to(send_s, np.shape(gpus)).ravel()
-        rs, copies = self._route(flat, from_stage)
+        start_s = np.broadcast_to(send_s, np.shape(gpus)).ravel().astype(float)
+        (rs, copies), hops = self._route(flat, from_stage)
         links = np.unique(rs.link)
         rows = self.load.on(links, float(start_s.min()))
         cap = self.base.fabric.cap_Bps
-        out = np.empty(flat.size)
-        where = np.full(links.size, -1, dtype=np.int64)  # link index -> route position
-        for c in range(flat.size):
-            mine = rs.link[rs.ptr[c]:rs.ptr[c + 1]]
-            pos = np.searchsorted(links, mine)
-            where[pos] = np.arange(mine.size)
-            keep = where[rows.link] >= 0
-            sub = rows.take(keep, where[rows.link[keep]])
-            where[pos] = -1
-            out[c] = share_drain_s(float(start_s[c]), self.size, cap[mine], copies[mine], sub)
-        return (out + rs.latency_s).reshape(np.shape(gpus))
+        at = drains_s(start_s, self.size, cap[links], copies[links], hops, rows)
+        return (at + rs.latency_s).reshape(np.shape(gpus))
 
-    def _route(self, flat: np.ndarray, from_stage: int) -> tuple[RouteSet, np.ndarray]:
-        """The copies' routes and how many copies cross each link (cached per stage pair)."""
+    def _route(self, flat: np.ndarray, from_stage: int
+               ) -> tuple[tuple[RouteSet, np.ndarray], np.ndarray]:
+        """The copies' routes, how many copies cross each link, and each copy's hops as
+        indices into the routes' sorted links ([copy, hop], -1 past its last; cached per
+        stage pair)."""
         key = (from_stage, int(flat[0]) // self.per)
         if key not in self._routes:
             src = flat + (from_stage - key[1]) * self.per
             rs = self.base.routes(src, flat)
             copies = np.bincount(rs.link, weights=rs.weight, minlength=self.base.fabric.n_links)
-            self._routes[key] = (rs, copies)
+            lens = np.diff(rs.ptr)
+            hops = np.full((flat.size, int(lens.max(initial=0))), -1, dtype=np.int64)
+            rows = np.repeat(np.arange(flat.size), lens)
+            hops[rows, np.arange(rs.link.size) - rs.ptr[rows]] = np.searchsorted(
+                np.unique(rs.link), rs.link)
+            self._routes[key] = ((rs, copies), hops)
         return self._routes[key]
