@@ -24,7 +24,8 @@ fabric (ECMP, PXN). ``StepResult.top_link`` names the link the last rank waited 
 all-to-all wait charged to its phase's busiest link, its gradient-ring waits to its stage's
 busiest ring link), as full mode's critical path names one.
 
-* each replica's pipeline input (:mod:`moesim.step.replica_inputs`): every phase leaves its
+* under ECMP, each replica's pipeline input (:mod:`moesim.step.replica_inputs`; where
+  replicas' sends collide, :func:`replicas_collide`): every phase leaves its
   flows on the step's clock; at a pass's first all-to-all each replica's copy of the pass's
   input send is timed on its own ECMP route beside the phase flows on its links then, starting
   when that replica left its sender's last all-to-all, and a member whose input comes after
@@ -92,7 +93,7 @@ class PhasedState(FastState):
     a2a_link: dict[tuple[int, int, str], str] = field(default_factory=dict)  # busiest link
     link_wait_s: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> link -> s
     tails: dict[int, StageTail] = field(default_factory=dict)  # stage -> its ranks' DP tails
-    inputs: ReplicaInputs = field(kw_only=True)  # each replica's pipeline input
+    inputs: ReplicaInputs | None = field(kw_only=True)  # each replica's input (under ECMP)
     arrived: dict[tuple[str, int, int, int], tuple[int, float, float]] = field(
         default_factory=dict)  # mailbox key -> (sender, send time, arrival of the copies)
     entered: dict[object, tuple[str, int, int, float]] = field(
@@ -125,7 +126,7 @@ class PhasedState(FastState):
         sender's ep rank is the receiver's); None without an input."""
         entry = self.entered.pop(self.env.active_process, None)
         got = None if entry is None else self.arrived.get((*entry[:3], rank))
-        if entry is None or got is None:
+        if entry is None or got is None or self.inputs is None:
             return None
         sender, sent_s, arrival_s = got
         groups = np.array(self._groups_of("ep", self._stage(rank)), dtype=np.int64)
@@ -174,7 +175,8 @@ class PhasedState(FastState):
         """A phase of ``rank``'s group ran from ``ref_s``: its flows load their links, and
         each member's last bytes arrive ``finish`` later (kept per pass: its sends start
         then, :meth:`_input_delays`)."""
-        self.inputs.load.add(rows, ref_s)
+        if self.inputs is not None:
+            self.inputs.load.add(rows, ref_s)
         self.exits[(rank, "B" if phase.endswith("bwd") else "F", mb)] = ref_s + finish
 
     def _book(self, rank: int, link: str, wait_s: float) -> None:
@@ -270,7 +272,8 @@ def simulate_phased(spec: StepSpec, routing_draws: int | None = None, *,
     st = PhasedState(spec, plan, spec.ops(), net, *empty_ledgers(lay.world_size), index=index,
                      analytic_a2a=fuse_moe, a2a_phases=A2APhases(eps),
                      ring_phases=RingPhases(net), base=base,
-                     inputs=ReplicaInputs(base, lay.world_size // lay.pp, plan.act_bytes))
+                     inputs=ReplicaInputs(base, lay.world_size // lay.pp, plan.act_bytes)
+                     if replicas_collide(spec.fabric) else None)
     simulate_ranks(st, ranks)
     return st, ranks
 

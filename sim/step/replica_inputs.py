@@ -42,6 +42,13 @@ ms): 512 GPUs 4:1 ECMP 2769.61 / 2588.88 -> 2675.31 (-6.5 % -> -3.4 %), 256 GPUs
 2006.85 -> 2055.91 (-3.7 % -> -1.4 %), 128 GPUs 1686.06 / 1657.35 -> 1681.47 (-1.7 % ->
 -0.3 %); with every replica's send started with the representative's: 2656.06 ms at 512
 GPUs (-4.1 %). The whole matrix: benchmarks/congestion_matrix.py.
+
+Cost: nothing on the congestion cases (512 GPUs 4:1 ECMP 7.1 s of CPU, 7.2 before), but a
+query per pass with an input, over every phase still running on its links: the 1,024-GPU
+``benchmarks/bench_step.py --phases fabric`` step (256 micro-batches, four MoE layers per
+stage) took 118.1 s of CPU against 6.1 s (one run each, loaded machine). So the phases run
+it only under ECMP, where replicas' sends collide (:func:`moesim.step.replicas.replicas_collide`);
+that step (D-mod-K) is unchanged. Large ECMP steps with the phases pay it: what is left.
 """
 
 from __future__ import annotations
