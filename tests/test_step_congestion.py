@@ -35,12 +35,20 @@ finds last, where that straggler ends within the same 5 % of full mode's step. (
 flips because the phases' pipeline ends early on stage 0, last op 807 vs 921-944 ms: the
 mechanism of 512 GPUs 4:1 ECMP below.)
 512: 2:1 ECMP 1468.31 / 1445.28 (-1.6 %, same class); 2:1 PXN 894.62 / 914.63 (+2.2 %);
-4:1 PXN 1242.17 / 1291.79 (+4.0 %); 4:1 ECMP 2769.61 / 2588.88 (-6.5 %, strict xfail: full mode's
-stages reach their gradient tails 100-200 ms later: the EP groups' members are replicas whose
-pipeline inputs arrive spread out in full mode, ECMP stacking some sends on one uplink and the
-next micro-batch's all-to-all starving them there; fast mode's replicas arrive together. The
-all-to-alls as flows beside the sends and rings, a prototype: 2631.54 ms, -5.0 %, at full
-mode's cost, 60 s of CPU; README).
+4:1 PXN 1242.17 / 1291.79 (+4.0 %); 4:1 ECMP 2769.61 / 2588.88 (-6.5 %, was a strict xfail:
+full mode's stages reach their gradient tails 100-200 ms later: the EP groups' members are
+replicas whose pipeline inputs arrive spread out in full mode, ECMP stacking some sends on one
+uplink and the next micro-batch's all-to-all starving them there; fast mode's replicas arrived
+together).
+Since 2026-12-07 the phases time each replica's pipeline input on its own route beside the
+all-to-alls there (moesim.step.replica_inputs); ``benchmarks/congestion_matrix.py`` on ecmp
+5647c91 (full / fabric phases, ms; every top straggler link of the same class):
+128: 2:1 ECMP 905.31 / 913.87 (+0.95 %); 2:1 PXN 581.95 / 587.78 (+1.00 %); 4:1 ECMP
+1686.06 / 1681.47 (-0.27 %); 4:1 PXN 894.74 / 899.47 (+0.53 %).
+256: 2:1 ECMP 1093.25 / 1100.76 (+0.69 %); 2:1 PXN 655.34 / 679.09 (+3.62 %); 4:1 ECMP
+2084.48 / 2055.91 (-1.37 %, stage 3 last, its link as above); 4:1 PXN 958.57 / 985.53 (+2.81 %).
+512: 2:1 ECMP 1468.31 / 1483.76 (+1.05 %); 2:1 PXN 894.62 / 915.87 (+2.38 %); 4:1 ECMP
+2769.61 / 2675.31 (-3.40 %); 4:1 PXN 1242.17 / 1293.86 (+4.16 %). The 1:1 cases below unchanged.
 64 GPUs (one stage, the default suite's case): 4:1 ECMP 1790.74 / 1808.44 (+1.0 %, same link).
 1:1, ``Fast()`` as users get it (under ECMP since 2026-12-04 ``Fast(phases="replicas")``: the
 estimates' all-to-alls, the pipeline's sends as copies over every replica and the gradient
