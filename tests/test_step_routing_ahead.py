@@ -19,7 +19,7 @@ from moesim.errors import ConfigError
 from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import Draw, RoutingResult
-from moesim.step import StepSpec, plan, routing_ahead, routing_fork
+from moesim.step import StepSpec, plan, routing_ahead, routing_fork, routing_wire
 from moesim.step.fast import fast_plan
 from moesim.step.plan import draw_layer, route_layer
 from moesim.step.routing_ahead import RoutingAhead
@@ -214,9 +214,37 @@ def test_a_stuck_child_is_killed_and_the_parent_routes(monkeypatch: pytest.Monke
 def test_arrays_cross_the_pipe_unchanged(array: np.ndarray) -> None:
     """routing_fork packs integer arrays into the narrowest type holding them (nothing for
     all zeros); unpacked they are the same dtype, shape and values."""
-    packed = routing_fork._pack(array)
-    back = routing_fork._unpack(packed)
+    packed = routing_wire.pack(array)
+    back = routing_wire.unpack(packed)
     assert back.dtype == array.dtype and back.shape == array.shape
     assert np.array_equal(back, array, equal_nan=True)
     if array.dtype.kind == "i" and array.size and array.any():
         assert packed[2] is not None and packed[2].itemsize <= array.itemsize
+
+
+def test_a_layer_message_round_trips_and_foreign_bytes_are_refused() -> None:
+    """moesim.step.routing_wire: plain data only. A packed routing and a failure marker come
+    back as sent; a header naming a non-numeric dtype, and a short message, end the stream."""
+    import io
+    import json
+    import struct
+
+    arrays = (np.array([[3, 0], [70000, 2]], dtype=np.int64), np.zeros(4, dtype=np.int64),
+              np.array([0.5, 2.0]))
+    buf = io.BytesIO()
+    routing_wire.write_layer(buf, 7, tuple(map(routing_wire.pack, arrays)))
+    routing_wire.write_layer(buf, 8, None)
+    buf.seek(0)
+    layer, fields = routing_wire.read_layer(buf)
+    assert layer == 7 and fields is not None
+    for a, b in zip(map(routing_wire.unpack, fields), arrays, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert routing_wire.read_layer(buf) == (8, None)
+    with pytest.raises(EOFError):
+        routing_wire.read_layer(buf)
+    head = json.dumps({"layer": 1, "arrays": [["|O", [1], "|O"]]}).encode()
+    with pytest.raises(ValueError, match="not numeric"):
+        routing_wire.read_layer(io.BytesIO(struct.pack("<I", len(head)) + head + b"x" * 8))
+    whole = buf.getvalue()
+    with pytest.raises(EOFError):
+        routing_wire.read_layer(io.BytesIO(whole[:20]))

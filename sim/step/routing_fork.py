@@ -8,7 +8,8 @@ interpreter and GIL: it routes the layers (:func:`moesim.step.plan.route_layer`,
 worker threads as the parent's would be) and sends each :class:`moesim.router.RoutingResult`
 back through a pipe, in order, while the parent indexes the fabric, builds its host routers
 and prices each layer as it arrives. The counts cross the pipe in the narrowest integer type
-that holds them (:func:`_pack`; a 1T layer ~450 -> ~75 KiB) through a 1 MiB pipe: with
+that holds them (:mod:`moesim.step.routing_wire`: plain data, never pickle; a 1T layer ~450
+-> ~75 KiB) through a 1 MiB pipe: with
 450 KiB messages through 64 KiB the child spent 0.52-0.57 s of its ~0.65 s waiting on writes
 (the parent's reader thread takes each 64 KiB back under the GIL), 0.05-0.11 s now.
 
@@ -24,9 +25,7 @@ enough to repay the fork (:data:`FORK_TOKENS`).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
-import pickle
 import signal
 import sys
 import threading
@@ -35,9 +34,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import BinaryIO
 
-import numpy as np
-
 from moesim.router import RoutingResult
+from moesim.step.routing_wire import Packed, pack_routing, read_layer, unpack, write_layer
 from moesim.step.spec import StepSpec
 
 SerialRouting = AbstractContextManager[Callable[[int], RoutingResult]]
@@ -96,7 +94,7 @@ class DrawProcess:
     def _read(self) -> None:
         try:
             while True:
-                layer, fields = pickle.load(self.reader)
+                layer, fields = read_layer(self.reader)
                 with self.cv:
                     self.got[layer] = fields
                     self.cv.notify_all()
@@ -120,7 +118,7 @@ class DrawProcess:
         if fields is None and self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)  # the reader sees EOF; close() reaps
-        return None if fields is None else RoutingResult(*map(_unpack, fields))
+        return None if fields is None else RoutingResult(*map(unpack, fields))
 
     def close(self) -> None:
         """Kill the child (done or not), reap it and stop the reader."""
@@ -145,11 +143,10 @@ def _child(layers: list[int], serial: Callable[[], SerialRouting], write_fd: int
         with serial() as route:
             for layer in layers:
                 try:
-                    fields: tuple[Packed, ...] | None = _fields(route(layer))
+                    fields: tuple[Packed, ...] | None = pack_routing(route(layer))
                 except BaseException:  # the parent routes it again: raises it there
                     fields = None
-                pickle.dump((layer, fields), out, protocol=pickle.HIGHEST_PROTOCOL)
-                out.flush()
+                write_layer(out, layer, fields)
                 if fields is None:
                     break
     except BaseException:
@@ -164,33 +161,3 @@ def _widen(pipe_fd: int) -> None:
         import fcntl
 
         fcntl.fcntl(pipe_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-
-
-def _fields(routing: RoutingResult) -> tuple[Packed, ...]:
-    return tuple(_pack(getattr(routing, f.name)) for f in dataclasses.fields(routing))
-
-
-Packed = tuple[str, tuple[int, ...], np.ndarray | None]
-"""An array as sent: (its dtype, its shape, its values in a narrower integer type or as they
-are; None when all zero)."""
-
-
-def _pack(array: np.ndarray) -> Packed:
-    """``array`` for the pipe: an integer array in the narrowest signed type holding its
-    values (a 1T layer's counts fit int16: 4x fewer bytes), nothing for all zeros (nothing
-    dropped); other arrays as they are. :func:`_unpack` gives the same array back."""
-    if array.dtype.kind != "i" or array.size == 0:
-        return array.dtype.str, array.shape, array
-    low, high = int(array.min()), int(array.max())
-    if low == high == 0:
-        return array.dtype.str, array.shape, None
-    for narrow in (np.int8, np.int16, np.int32):
-        if np.iinfo(narrow).min <= low and high <= np.iinfo(narrow).max:
-            return array.dtype.str, array.shape, array.astype(narrow)
-    return array.dtype.str, array.shape, array
-
-
-def _unpack(packed: Packed) -> np.ndarray:
-    """The array :func:`_pack` sent (same dtype, shape and values)."""
-    dtype, shape, values = packed
-    return np.zeros(shape, dtype=dtype) if values is None else values.astype(dtype, copy=False)
