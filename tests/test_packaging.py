@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,15 @@ def test_package_dirs_map_the_card_folders() -> None:
     assert package_dir == FOLDERS
 
 
-def test_every_folder_with_python_is_a_declared_package() -> None:
+def _data_folders(root: Path) -> list[Path]:
+    """Folders under ``root`` holding data files (YAML) and no Python."""
+    return [d for d in root.rglob("*") if d.is_dir() and "__pycache__" not in d.parts
+            and any(d.glob("*.yaml")) and not any(d.glob("*.py"))]
+
+
+def test_every_folder_with_python_or_data_is_a_declared_package() -> None:
+    """Python packages and data-only folders (presets, sweeps, configs) are each declared, so
+    setuptools ships their files without its "package would be ignored" warnings."""
     _, packages = _declared()
     found = set()
     for name, folder in FOLDERS.items():
@@ -34,7 +43,27 @@ def test_every_folder_with_python_is_a_declared_package() -> None:
             found.add(".".join((name, *parts)))
         for py in (ROOT / folder).rglob("*.py"):
             assert (py.parent / "__init__.py").is_file(), f"{py} is outside a package"
+        for data in _data_folders(ROOT / folder):
+            found.add(".".join((name, *data.relative_to(ROOT / folder).parts)))
     assert sorted(found) == sorted(packages)
+
+
+def test_a_built_wheel_ships_every_yaml(tmp_path: Path) -> None:
+    """A (non-editable) wheel holds each data file (YAML, JSON) of the source tree under moesim/,
+    and setuptools builds it without warning of folders it would ignore."""
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                          str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "would be ignored" not in out.stderr, out.stderr[-2000:]
+    wheel = next(tmp_path.glob("moesim-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = {n for n in zf.namelist() if n.endswith((".yaml", ".json"))}
+    wanted = set()
+    for name, folder in FOLDERS.items():
+        prefix = name.replace(".", "/")
+        for y in [*(ROOT / folder).rglob("*.yaml"), *(ROOT / folder).rglob("*.json")]:
+            wanted.add(f"{prefix}/{y.relative_to(ROOT / folder).as_posix()}")
+    assert wanted <= shipped, sorted(wanted - shipped)
 
 
 @pytest.mark.parametrize("name", ["sim", "topologies", "scenarios", "plots"])
