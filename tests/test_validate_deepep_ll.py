@@ -11,6 +11,7 @@ from moesim.validate.deepep_ll import (
     BATCH_WINDOW_REL,
     LowLatencySetup,
     _batch,
+    receive_pass_bytes,
     selections,
     simulate_low_latency,
 )
@@ -45,3 +46,24 @@ def test_cases_are_the_table_out_of_sample() -> None:
     assert len(LL_CASES) == 12 and all(c in CASES for c in LL_CASES)
     assert {c.group for c in LL_CASES} == {"out_of_sample"}
     assert all(c.lower_is_faster and c.source.startswith("deepseek-ai/DeepEP") for c in LL_CASES)
+
+
+def test_receive_pass_bytes_by_hand() -> None:
+    """Two ranks; rank 0 sends 3 messages to itself and 1 to rank 1, rank 1 sends 2 to itself.
+    Dispatch: each rank receives 3 messages, reads 7408 B of each and writes its 7168 FP8 bytes,
+    56 x 4 B of scales and a 4 B source index: 3 x (7408 + 7396) = 44,412 B. Combine: rank 0
+    reads back its 4 BF16 rows and writes 128 tokens, (4 + 128) x 14,336 B; rank 1 (2 + 128)."""
+    s = LowLatencySetup(2)
+    sel = np.array([[3.0, 1.0], [0.0, 2.0]])
+    np.testing.assert_array_equal(receive_pass_bytes(s, sel, "dispatch"), [44_412, 44_412])
+    np.testing.assert_array_equal(receive_pass_bytes(s, sel, "combine"),
+                                  [1_892_352, 1_863_680])
+
+
+def test_receive_pass_follows_the_last_byte_at_the_hbm_rate() -> None:
+    """EP8 dispatch: a rank receives 1,024 messages on average (128 tokens x 8 selections, 8
+    ranks), so the busiest rank's pass is at least 1,024 x 14,804 B at 0.84 x 3,350 GB/s =
+    5.39 us, and it sits in the kernel time on top of the flows and the launch."""
+    res = simulate_low_latency(LowLatencySetup(8), "dispatch")
+    assert 5.39e-6 <= res.receive_pass_s < 6.5e-6
+    assert res.time_s > res.receive_pass_s + 3e-6

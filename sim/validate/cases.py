@@ -84,7 +84,9 @@ def _low_latency(ep: int, kernel: str, published_us: float) -> Case:
                 assumptions=("experts: the test's 288 where it divides EP, else 256 (they only "
                              "place the uniform selections)",
                              "the test's 10 masked selections of 1,024 per rank left out",
-                             "a rank's own selections charged to its NVLink port (loopback)"))
+                             "a rank's own selections charged to its NVLink port (loopback)",
+                             "the receive phase's HBM pass (unpack / reduce) starts after the "
+                             "last byte, at H800's HBM rate"))
 
 
 LL_CASES: tuple[Case, ...] = tuple(

@@ -18,16 +18,30 @@ without that charge).
 What DeepEP reports: bandwidth = sum over the rank's tokens of selections x message payload
 (``hidden + hidden / 128 * 4 + 16`` for FP8, ``hidden * 2`` for BF16), local selections
 included, over the kernel time (bench_kineto of the kernel). The published latency is that
-kernel time; it is what each case compares (the simulated time of the last byte, plus one
-kernel launch). Nothing here is fitted: the rates are the fabric tiers' calibrated achievable
-fractions, chosen from NCCL and the DeepSeek-V3 report, not from these figures.
+kernel time; it is what each case compares: the simulated time of the last byte, then the
+receive phase's HBM pass (below), plus one kernel launch. Nothing here is fitted: the rates are
+the fabric tiers' calibrated achievable fractions, chosen from NCCL and the DeepSeek-V3 report,
+and H800's HBM at :data:`moesim.calibration.HBM_ACHIEVABLE_FRACTION`, not from these figures.
+
+Receive phase (internode_ll.cu @005dcc9d). Both kernels end with a pass over HBM that starts
+only once the data it reads has arrived. Dispatch: after a grid-wide sync, the warp group of
+each (local expert, source rank) waits for that source's count, which the source sends after
+all its messages to the expert, then copies the received messages out of the RDMA buffer into
+the packed per-expert tensor (``UNROLLED_WARP_COPY`` of the hidden state, the scales and a
+4-byte source index per token): it reads each received message and writes its payload.
+Combine: every SM waits for the flags of all experts, a grid sync, then reduces each of the
+rank's tokens: it reads the BF16 row of every one of the token's selections and writes one
+BF16 row. With the flows sharing the links fairly, a rank's sources finish together, so the
+pass is charged after the last byte (assumption: no overlap with the arrivals), at the HBM
+rate (a lower bound on the copy: its warps' load latency is not charged), for the rank that
+moves the most bytes.
 
 Assumptions (each case lists them): the experts (288, the test's default, where it divides
 EP; else 256, DeepSeek-V3's count) only place the selections, uniformly either way; the
 test's 10 randomly masked selections of 1,024 per rank (1%) are left out of both the bytes
 and the traffic. Not modelled: the per-message RDMA cost of 7-14 KB writes, the count
-signals, the receiver's unpacking copy (dispatch) and weighted reduction (combine), the
-grid-wide barrier: all make the real kernel slower than its bytes over the links.
+signals, the grid-wide barriers, the ranks' start skew (each kernel waits for its slowest
+peer, DeepEP #71): all make the real kernel slower than its bytes over the links.
 """
 
 from __future__ import annotations
@@ -37,7 +51,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from moesim import topologies
-from moesim.calibration import KERNEL_LAUNCH_OVERHEAD_S, LL_MESSAGE_HEADER_BYTES
+from moesim.calibration import (
+    HBM_ACHIEVABLE_FRACTION,
+    KERNEL_LAUNCH_OVERHEAD_S,
+    LL_MESSAGE_HEADER_BYTES,
+)
+from moesim.hardware import get_gpu
 from moesim.router import UNIFORM, route_tokens
 from moesim.validate.deepep import busiest_links
 from moesim.validate.flows import FlowBatch, run_flows, with_loopbacks
@@ -47,6 +66,7 @@ GPUS_PER_NODE = 8
 FP8_SCALE_BLOCK = 128
 FP32_BYTES = 4
 BF16_BYTES = 2
+SOURCE_INDEX_BYTES = 4  # packed_recv_src_info: one int per received token
 EXACT_UP_TO_EP = 32
 BATCH_WINDOW_REL = 0.02
 """Finish batching for EP64 and up (65,280 flows at EP256; the exact solve takes minutes):
@@ -91,6 +111,7 @@ class LowLatencyResult:
     logical_bytes: float  # per rank: selections x message bytes, local ones included
     busiest: tuple[tuple[str, float, float], ...]  # (tier, GB/s, utilisation), binding first
     time_no_local_charge_s: float
+    receive_pass_s: float = 0.0  # the HBM pass after the last byte (module doc), in time_s
 
     @property
     def bw_GBps(self) -> float:
@@ -104,6 +125,21 @@ def selections(setup: LowLatencySetup) -> np.ndarray:
                            n_experts=setup.n_experts, top_k=setup.top_k, seed=setup.seed,
                            layer=0)
     return get_dispatcher("deepep-ll").tokens(routing, dedup=True, node_ranks=0)
+
+
+def receive_pass_bytes(setup: LowLatencySetup, sel: np.ndarray, kernel: str) -> np.ndarray:
+    """float [rank]: HBM bytes of each rank's receive phase (module doc), from ``sel``
+    [src, dst], the (token, expert) messages of the dispatch.
+
+    Dispatch: read each message the rank received, write its payload (hidden + scales) and a
+    source index. Combine: read one BF16 row per selection the rank made, write one per token.
+    """
+    row = setup.message_bytes("combine")
+    if kernel == "dispatch":
+        msg = setup.message_bytes("dispatch")
+        payload = msg - LL_MESSAGE_HEADER_BYTES + SOURCE_INDEX_BYTES
+        return np.asarray(sel.sum(axis=0) * (msg + payload), dtype=float)
+    return np.asarray(sel.sum(axis=1) * row + setup.tokens_per_rank * row, dtype=float)
 
 
 def _batch(size: np.ndarray, kernel: str, loop: bool) -> FlowBatch:
@@ -121,17 +157,22 @@ def _batch(size: np.ndarray, kernel: str, loop: bool) -> FlowBatch:
 
 def simulate_low_latency(setup: LowLatencySetup, kernel: str) -> LowLatencyResult:
     """Simulate one low-latency ``kernel`` ("dispatch" or "combine")."""
-    size = selections(setup) * setup.message_bytes(kernel)
+    sel = selections(setup)
+    size = sel * setup.message_bytes(kernel)
+    hbm = get_gpu("H800")
+    pass_s = float(receive_pass_bytes(setup, sel, kernel).max()) / (
+        hbm.hbm_bw_bytes_per_s * HBM_ACHIEVABLE_FRACTION)
     if setup.nodes == 1:
         graph = topologies.load_preset("hgx-h800")
     else:
         graph = topologies.load_preset("rail-h800-64", hosts=setup.nodes)
     eps = 0.0 if setup.ep <= EXACT_UP_TO_EP else BATCH_WINDOW_REL
     run = run_flows(with_loopbacks(graph), _batch(size, kernel, loop=True), batch_window_rel=eps)
-    time_s = run.time_s + KERNEL_LAUNCH_OVERHEAD_S
+    time_s = run.time_s + pass_s + KERNEL_LAUNCH_OVERHEAD_S
     free_s = time_s  # across nodes the NIC binds: the 1/ep local share changes nothing
     if setup.nodes == 1:
-        free_s = run_flows(graph, _batch(size, kernel, loop=False)).time_s \
+        free_s = run_flows(graph, _batch(size, kernel, loop=False)).time_s + pass_s \
             + KERNEL_LAUNCH_OVERHEAD_S
     return LowLatencyResult(time_s=time_s, logical_bytes=float(size.sum(axis=1).mean()),
-                            busiest=busiest_links(run, time_s), time_no_local_charge_s=free_s)
+                            busiest=busiest_links(run, time_s), time_no_local_charge_s=free_s,
+                            receive_pass_s=pass_s)

@@ -62,8 +62,8 @@ def _deepep_ll(case: Case) -> Prediction:
     published_GBps = res.logical_bytes / (case.published * 1e-6) / 1e9
     detail = (f"{res.bw_GBps:.1f} GB/s logical vs {published_GBps:.1f} published, "
               f"{res.logical_bytes / 1e6:.2f} MB/rank; busiest link per tier: {sides}: "
-              f"{res.busiest[0][0]}-bound; {res.time_no_local_charge_s * 1e6:.1f} us if local "
-              "copies were free")
+              f"{res.busiest[0][0]}-bound; incl. {res.receive_pass_s * 1e6:.1f} us receive-phase "
+              f"HBM pass; {res.time_no_local_charge_s * 1e6:.1f} us if local copies were free")
     return res.time_s * 1e6, detail
 
 
