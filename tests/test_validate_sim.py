@@ -80,6 +80,22 @@ def test_token_bytes() -> None:
     assert s.token_bytes("combine") == 14336.0
 
 
+def test_internode_slot_bytes_by_hand() -> None:
+    """An FP8 token is 7168 B + 56 fp32 scales = 7392; its internode slot adds an 8-byte
+    SourceMeta (7400) and rounds up to 16: 7408. BF16: 14336 + 8 = 14344 -> 14352."""
+    s = DeepEPSetup(ep=16)
+    assert s.slot_bytes("dispatch") == 7408.0 and s.slot_bytes("combine") == 14352.0
+
+
+def test_internode_reports_logical_bytes_not_slots() -> None:
+    """The links carry 7408-byte slots, but the printed figure's numerator stays the test's
+    ``num_rdma_token_sent x hidden x fp8_factor``: 7392 B per (token, node) pair."""
+    setup = DeepEPSetup(ep=32, tokens_per_rank=512)
+    res = simulate_deepep(setup, "dispatch")
+    node_tokens = token_hits(setup).reshape(32, 512, 4, 8).any(axis=3).sum(axis=1)
+    assert res.logical_bytes == pytest.approx(node_tokens.sum(axis=1).mean() * 7392.0)
+
+
 SMALL = DeepEPSetup(ep=16, tokens_per_rank=64)
 
 

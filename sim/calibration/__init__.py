@@ -8,7 +8,7 @@ unit, source (with the issue, PR, document revision or paper version it comes fr
 
 - :mod:`moesim.calibration.kernels`: GEMM efficiency curve, sustained clocks, attention,
   launch overhead, HBM, the overlapped dispatcher's SMs, the host-launch band's two ends,
-  DeepEP's forwarding-node size and low-latency message header;
+  DeepEP's forwarding-node size, low-latency message header and normal-kernel token slot;
 - :mod:`moesim.calibration.links`: achievable fraction of line rate per link class;
 - :mod:`moesim.calibration.training`: optimizer/gradient bytes, workspace, HBM reserve, the
   planner's DP/CP exposure, the attribution's thresholds;
@@ -25,6 +25,8 @@ from moesim.calibration.kernels import (
     ATTENTION_BWD_FLOPS_FACTOR,
     ATTENTION_FWD_EFFICIENCY,
     DEEPEP_NVL_PEERS,
+    DEEPEP_SOURCE_META_BYTES,
+    DEEPEP_TOKEN_ALIGN_BYTES,
     DROPLESS_SYNC_S,
     FP8_BLOCK_CAST_BYTES,
     FP8_BLOCK_WGRAD_FRACTION,
@@ -77,6 +79,8 @@ __all__ = [
     "CONSTANTS",
     "CP_EXPOSED_FRACTION",
     "DEEPEP_NVL_PEERS",
+    "DEEPEP_SOURCE_META_BYTES",
+    "DEEPEP_TOKEN_ALIGN_BYTES",
     "DROPLESS_SYNC_S",
     "FP8_BLOCK_CAST_BYTES",
     "FP8_BLOCK_WGRAD_FRACTION",

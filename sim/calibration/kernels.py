@@ -106,6 +106,19 @@ DEEPEP_NVL_PEERS = 8
 #: bandwidth (``hidden + hidden / 128 * 4 + 16`` per FP8 selection).
 LL_MESSAGE_HEADER_BYTES = 16
 
+#: Metadata bytes in every token slot DeepEP V1's internode normal kernels move, over RDMA and
+#: on the NVLink forwarding leg alike: ``get_num_bytes_per_token`` packs the hidden state, the
+#: FP8 scales, one ``SourceMeta`` (two ints: the source RDMA rank and a bitmask of the NVLink
+#: ranks that need the token), then the top-k indices and weights (4 B each; none in a cached
+#: dispatch, nor in a combine given no weights), and rounds the slot up to
+#: :data:`DEEPEP_TOKEN_ALIGN_BYTES` (deepseek-ai/DeepEP csrc/kernels/internode.cu @008e399e;
+#: the RDMA put is ``num_bytes_per_token x num_tokens_to_issue``, the forwarder's TMA copy
+#: ``num_bytes_per_token``).
+DEEPEP_SOURCE_META_BYTES = 8
+
+#: ``sizeof(int4)``: DeepEP V1's internode token slots are whole multiples of it (same source).
+DEEPEP_TOKEN_ALIGN_BYTES = 16
+
 # --------------------------------------------------------------------------------------
 # Kernel launch and memory
 # --------------------------------------------------------------------------------------

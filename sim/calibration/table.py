@@ -55,6 +55,11 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("LL_MESSAGE_HEADER_BYTES", "B/message", "sizeof(int4) before each low-latency dispatch "
      "message (deepseek-ai/DeepEP csrc/kernels/internode_ll.cu @005dcc9d; "
      "tests/test_low_latency.py @058d696b)", "measured"),
+    ("DEEPEP_SOURCE_META_BYTES", "B/token", "sizeof(SourceMeta), two ints, in every internode "
+     "normal-kernel token slot (deepseek-ai/DeepEP csrc/kernels/internode.cu @008e399e, "
+     "get_num_bytes_per_token)", "measured"),
+    ("DEEPEP_TOKEN_ALIGN_BYTES", "B", "internode normal-kernel token slots rounded up to "
+     "sizeof(int4) (same file and function)", "measured"),
     ("KERNEL_LAUNCH_OVERHEAD_S", "s", "launch ~ microseconds (Modal GPU Glossary; CUDA "
      "Programming Guide 12.x section 4.2)", "assumption"),
     ("HBM_ACHIEVABLE_FRACTION", "fraction", "H100 SXM copy kernel 2.80-2.82 of 3.35 TB/s "

@@ -20,6 +20,13 @@ How DeepEP moves a token (its design, README and kernels):
   overlap almost entirely (assumption: perfect overlap, no pipeline fill).
 * combine is the same traffic reversed, in BF16: forwarders reduce the node's expert
   outputs of a token before sending one copy back over RDMA.
+* internode, a token travels in a slot (csrc/kernels/internode.cu @008e399e,
+  ``get_num_bytes_per_token``): its bytes, one ``SourceMeta`` and its top-k indices and
+  weights, rounded up to 16 bytes; the RDMA puts and the forwarder's copies move whole slots.
+  The published figures come from the tests' tuning loops, which time a cached dispatch
+  ("must without top-k staffs") and a combine given no weights: no top-k bytes, so a slot is
+  7,408 B for an FP8 token (7,392 logical) and 14,352 for a BF16 one (14,336). Intranode
+  kernels keep each field in its own buffer (not read here: charged at the logical bytes).
 
 What DeepEP reports (the tests' tuning lines): bandwidth = logical bytes / kernel time,
 where logical bytes COUNT THE RANK'S TRAFFIC TO ITSELF (intranode: ``recv_x`` bytes, all
@@ -55,7 +62,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from moesim import topologies
-from moesim.calibration import KERNEL_LAUNCH_OVERHEAD_S
+from moesim.calibration import (
+    DEEPEP_SOURCE_META_BYTES,
+    DEEPEP_TOKEN_ALIGN_BYTES,
+    KERNEL_LAUNCH_OVERHEAD_S,
+)
 from moesim.router import UNIFORM, assign_experts, route_tokens
 from moesim.validate.flows import FlowBatch, FlowRun, run_flows, with_loopbacks
 from moesim.workload.deepep import hierarchical_tokens
@@ -87,6 +98,13 @@ class DeepEPSetup:
         if kernel == "dispatch":
             return self.hidden * (1 + FP32_BYTES / FP8_SCALE_BLOCK)
         return float(self.hidden * BF16_BYTES)
+
+    def slot_bytes(self, kernel: str) -> float:
+        """Bytes an internode kernel moves per token: the token, one ``SourceMeta``, no
+        top-k fields (the tuning loops' cached dispatch and weightless combine), rounded up
+        to 16 (module doc)."""
+        raw = self.token_bytes(kernel) + DEEPEP_SOURCE_META_BYTES
+        return float(-(-raw // DEEPEP_TOKEN_ALIGN_BYTES) * DEEPEP_TOKEN_ALIGN_BYTES)
 
 
 @dataclass(frozen=True)
@@ -202,7 +220,7 @@ def simulate_deepep(setup: DeepEPSetup, kernel: str) -> DeepEPResult:
         hits = token_hits(setup)
         node_tokens = hits.reshape(setup.ep, setup.tokens_per_rank, setup.nodes,
                                    GPUS_PER_NODE).any(axis=3).sum(axis=1)
-        batch = internode_flows(dedup, node_tokens, tb)
+        batch = internode_flows(dedup, node_tokens, setup.slot_bytes(kernel))
         logical = node_tokens.sum(axis=1).mean() * tb  # (token, node) pairs, incl. own node
     n_gpus = setup.ep
     charged = _loop(batch, n_gpus)
