@@ -20,11 +20,18 @@ def test_row_settings_reach_the_step(case) -> None:  # type: ignore[no-untyped-d
     assert spec.seq_len == 4096 and spec.router.kind == "force_balanced"
     assert spec.compute_dtype == {"BF16": "bf16", "FP8-CS": "fp8-cs", "FP8-MX": "mxfp8",
                                   "MXFP8": "mxfp8"}[a["precision"]]
-    # HybridEP where the row's own preset states it (GB200 Qwen3-30B, DSv3 B200), else DeepEP
+    # HybridEP where the row's own preset states it (GB200 Qwen3-30B, DSv3 B200), alltoall on
+    # the Qwen3-235B rows (their presets / config functions), else DeepEP (the playbook's)
     stated = case.gpu == "GB200" or case.name.startswith("deepseek-v3 256x B200")
-    assert spec.dispatcher == ("hybridep" if stated else "deepep")
+    a2a = case.name.startswith("qwen3-235b")
+    assert spec.dispatcher == ("hybridep" if stated else "alltoall" if a2a else "deepep")
+    assert spec.dedup is not a2a  # Megatron's alltoall: one copy per routed expert
     assert (spec.dispatch_dtype, spec.combine_dtype) == ("bf16", "bf16")  # fused_a2a: BF16 x
     assert spec.gpu == case.gpu and spec.recompute == a["recompute"]
+    assert spec.grad_reduce_dtype == "bf16"  # ddp.grad_reduce_in_fp32 = False in every config
+    assert any("grad_reduce_in_fp32 = False" in x for x in case.assumptions)
+    # the DP reduce runs overlapped except where the config turns it off (DSv3 H100)
+    assert spec.dp_overlap is not case.name.startswith("deepseek-v3 1024x H100")
     assert (case.group, case.scope, case.path) == ("out_of_sample", "end_to_end", "fast")
     assert case.assumptions and ("@df0289c1" in case.source or "@1a2ac152" in case.source)
 
@@ -32,12 +39,14 @@ def test_row_settings_reach_the_step(case) -> None:  # type: ignore[no-untyped-d
 def test_recompute_as_the_preset_states() -> None:
     """The DeepSeek-V3 rows run their presets' recompute_modules, named in the assumptions:
     DGX-B200 (26.02) ['mla_up_proj'], DGX-H100 ['mla_up_proj', 'mlp'] as mla_up_proj+mlp;
-    other rows: auto."""
+    the Qwen3 rows none (their config's recompute_granularity = None)."""
     runs = {c.name: dict(c.args)["recompute"] for c in BRIDGE_CASES}
     dsv3 = {c.gpu: c for c in BRIDGE_CASES if "deepseek" in c.name}
     assert runs.pop(dsv3["B200"].name) == "mla_up_proj"
     assert runs.pop(dsv3["H100"].name) == "mla_up_proj+mlp"
-    assert set(runs.values()) == {"auto"}
+    assert set(runs.values()) == {"none"} and all(n.startswith("qwen3") for n in runs)
+    assert all(any("recompute_granularity = None" in x and "@05c0c90f" in x
+                   for x in c.assumptions) for c in BRIDGE_CASES if c.name in runs)
     assert any("mla_up_proj" in a and "@f0e2c37e" in a for a in dsv3["B200"].assumptions)
     assert any("['mla_up_proj', 'mlp']" in a and "@f0e2c37e" in a
                for a in dsv3["H100"].assumptions)

@@ -15,19 +15,26 @@ in a later container with the same layout is taken from the later one: 26.02 ove
 DeepSeek-V3 and Qwen3-30B on DGX-B200 and Qwen3-235B on DGX-H100; the 26.08 GB200 row over
 its 26.02 and 25.11 readings). Every setting the table states is passed to the simulator as
 stated; precision names map to moesim's (FP8-MX / MXFP8 -> ``mxfp8``, FP8-CS -> ``fp8-cs``,
-BF16 -> ``bf16``). What it leaves open is a listed assumption of each case: the fabric (DGX
-SuperPOD reference: one 400 Gb/s CX7 NIC per GPU on a non-blocking rail-optimised fat tree),
-the token dispatcher (DeepEP on DGX-H100 and DGX-B200, as the Megatron-Bridge MoE hardware
-playbook states, ``skills/perf-techniques/moe-hardware-configs``; HybridEP where the row's own
-preset states ``moe_flex_dispatcher_backend="hybridep"``: the GB200 Qwen3-30B row and the
-DeepSeek-V3 DGX-B200 row), recompute (the memory plan's choice, ``recompute: auto``, except
-the two DeepSeek-V3 rows, which run the ``recompute_modules`` their presets state:
-:data:`DSV3_B200_2602`, :data:`DSV3_H100_RECOMPUTE`) and the pipeline layout (moesim's even
-split). The two DeepSeek-V3 rows run
-the multi-token-prediction module and the pipeline layout their Megatron-Bridge sources state
-(one rule for both: the recipe's ``mtp_num_layers`` and the preset's ``pp_layout``, else the
-recipe's layout for the row's PP and VPP; :data:`DSV3_B200_PIPELINE`,
-:data:`DSV3_H100_PIPELINE`).
+BF16 -> ``bf16``). What it leaves open is taken from the row's Megatron-Bridge performance
+configs where a stored version states it (each case's assumptions cite file and commit),
+else is a listed assumption: the fabric (DGX SuperPOD reference: one 400 Gb/s CX7 NIC per
+GPU on a non-blocking rail-optimised fat tree); the token dispatcher (Megatron's NCCL
+``alltoall`` on the three Qwen3-235B rows, as their presets / config functions state,
+:data:`ALLTOALL_235B`, :data:`ALLTOALL_2511`; HybridEP where the row's preset states
+``moe_flex_dispatcher_backend="hybridep"``: the GB200 Qwen3-30B row and the DeepSeek-V3
+DGX-B200 row; else DeepEP, as the Megatron-Bridge MoE hardware playbook states for DGX-H100
+and DGX-B200, ``skills/perf-techniques/moe-hardware-configs``: the Qwen3-30B rows on
+DGX-B200 / DGX-H100, whose own presets are not identified, and the DeepSeek-V3 DGX-H100 row,
+whose config enables DeepEP); recompute (none on every Qwen3 row: its config sets
+``recompute_granularity = None``, :data:`QWEN3_NO_RECOMPUTE`; the DeepSeek-V3 rows run the
+``recompute_modules`` their presets state: :data:`DSV3_B200_2602`,
+:data:`DSV3_H100_RECOMPUTE`); the gradient reduce in BF16 on every row
+(:data:`GRAD_REDUCE`), not overlapped on the DeepSeek-V3 DGX-H100 row
+(:data:`DSV3_H100_DP_OVERLAP`); and the pipeline layout (moesim's even split). The two
+DeepSeek-V3 rows run the multi-token-prediction module and the pipeline layout their
+Megatron-Bridge sources state (one rule for both: the recipe's ``mtp_num_layers`` and the
+preset's ``pp_layout``, else the recipe's layout for the row's PP and VPP;
+:data:`DSV3_B200_PIPELINE`, :data:`DSV3_H100_PIPELINE`).
 
 Not cases: DGX-GB200 / GB300 rows on several NVL72 racks (moesim cannot build racks of 64 used
 GPUs on a scale-out network yet), DGX-B300 / GB300 rows (no B300 preset), GPT-OSS 120B and the
@@ -82,6 +89,23 @@ DISPATCH_BF16 = ("dispatch in BF16 whatever the precision: Megatron-Core's flex 
                  "the grouped linear, after the all-to-all")
 
 
+PERF = "NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs"
+GRAD_REDUCE = (
+    "gradients reduced in BF16: every Megatron-Bridge performance config read sets "
+    "ddp.grad_reduce_in_fp32 = False (Qwen3: set_qwen3_common_configs, "
+    f"{PERF}/qwen/qwen3_llm_pretrain.py @05c0c90f and qwen3/qwen3_llm_pretrain.py @0fa501ac; "
+    "DeepSeek-V3: set_deepseek_v3_common_configs, deepseek/deepseek_llm_pretrain.py @69655bff "
+    "and @01328424)")
+"""The DP / EDP gradient reduce-scatter's dtype every Bridge row runs (Megatron's default is
+FP32: :data:`moesim.step.spec.GRAD_REDUCE_BYTES`)."""
+
+QWEN3_NO_RECOMPUTE = ("none", (
+    "recompute: none: the Qwen3 performance config sets recompute_granularity = None "
+    f"(set_qwen3_common_configs, {PERF}/qwen/qwen3_llm_pretrain.py @05c0c90f; the 25.11-era "
+    "qwen3/qwen3_llm_pretrain.py @0fa501ac says the same) and no Qwen3 preset read sets "
+    "recompute_modules or recompute_num_layers",))
+"""The recompute every Qwen3 row runs: none, as its performance config states."""
+
 QWEN3_PRESETS = ("NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen/"
                  "qwen3_workload_base_configs.py @01b2977e")
 HYBRIDEP_PRESET = (f"dispatcher hybridep: the row's preset states moe_flex_dispatcher_backend "
@@ -90,37 +114,85 @@ HYBRIDEP_PRESET = (f"dispatcher hybridep: the row's preset states moe_flex_dispa
                    "domain: each token once per destination rank over NVLink")
 """The dispatcher the DGX-GB200 Qwen3-30B row's own preset states."""
 
+QWEN3_30B_B200_DISPATCHER = (
+    "the row's own preset is not identified: the one read (QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_"
+    f"FP8_MX_V1, {QWEN3_PRESETS}) states MBS 4, hybridep and TE CUDA graphs of attn / moe_router / "
+    "moe_preprocess, against the table's MBS 1 (GA 64), which the 25.11-era preset states "
+    f"(QWEN3_30B_A3B_B200_FP8_MX_PARALLEL_CONFIG, {PERF}/qwen3/workload_base_configs.py "
+    "@0fa501ac: MBS 1, EP8, CUDA graph 'local' / 'full_iteration', no dispatcher, i.e. the "
+    "provider's alltoall); the dispatcher stays the playbook's DeepEP (assumption). The same "
+    "8 B200 ran 18066 tokens / s / GPU with token dropping (25.09 table): 1.9x this dropless row")
+"""What the sources leave open for the DGX-B200 Qwen3-30B row (26.02, MBS 1)."""
+
+QWEN3_30B_H100_PRESETS = (
+    "the row's own preset is not identified: the 25.11-era one (QWEN3_30B_A3B_H100_FP8_CS_"
+    f"PARALLEL_CONFIG, {PERF}/qwen3/workload_base_configs.py @0fa501ac) states PP2 VP12 MBS 2 "
+    "GBS 512 (the 25.11 table: VP 24) and no dispatcher (the provider's alltoall); the later "
+    f"one (QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1, {QWEN3_PRESETS}) EP16, GBS 1024, no PP, "
+    "hybridep (the 26.02 table: PP2 VP12 EP8); the dispatcher stays the playbook's DeepEP "
+    "(assumption). The 25.11 row's layout ran 10494 tokens / s / GPU with token dropping (25.09)")
+"""What the sources leave open for the two DGX-H100 Qwen3-30B rows."""
+
+ALLTOALL_235B = ("alltoall", (
+    "as the row's sources state: Megatron's alltoall dispatcher (NCCL all-to-all, one copy per "
+    "routed expert) in the presets QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V1 (= FP8_MX; "
+    "PP8 EP8, no VP, moe_a2a_overlap False) and _H100_FP8_CS_V1 (TP2 PP8 VP4 EP32, "
+    f"moe_a2a_overlap True), whose V2 (256 GPUs, GBS 8192) are the table's rows ({QWEN3_PRESETS}),"
+    " and in the config functions qwen3_235b_a22b_pretrain_config_b200 / _h100 "
+    f"(moe_token_dispatcher_type = 'alltoall', {PERF}/qwen/qwen3_llm_pretrain.py @05c0c90f)"))
+"""The dispatcher the 26.02 Qwen3-235B rows' sources state."""
+
+ALLTOALL_2511 = ("alltoall", (
+    "as the row's sources state: the 25.11-era preset QWEN3_235B_A22B_B200_FP8_MX_PARALLEL_CONFIG "
+    "(PP8 VP2 EP8 GBS 1024: the table's row; "
+    f"{PERF}/qwen3/workload_base_configs.py @0fa501ac) and its config function "
+    "(qwen3/qwen3_llm_pretrain.py @0fa501ac) set no dispatcher, so the model provider's "
+    "default runs: Qwen3MoEModelProvider moe_token_dispatcher_type = 'alltoall' "
+    "(src/megatron/bridge/models/qwen/qwen_provider.py @07d0d14a; the recipe of that version "
+    "is not stored: an assumption that it kept the default)"))
+"""The dispatcher the 25.11 DGX-B200 Qwen3-235B row's sources state."""
+
+A2A_OVERLAP_NOT_MODELLED = (
+    "the preset sets moe_a2a_overlap True (Megatron's EP all-to-all overlap with the other "
+    "micro-batch's compute in interleaved 1F1B): not modelled for this schedule, the "
+    "all-to-alls run exposed, so the prediction is pessimistic by what the overlap hides")
+
 
 def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int,
           layout: dict[str, int], tokens_per_gpu_s: float, source: str,
-          recipe: tuple[str, tuple[str, ...]] = ("auto", ()), dispatcher: str = "",
-          pipeline: tuple[int, str, str] = (0, "", "")) -> Case:
+          recipe: tuple[str, tuple[str, ...]] = ("auto", ()),
+          dispatcher: tuple[str, str] = ("", ""),
+          pipeline: tuple[int, str, str] = (0, "", ""), dp_overlap: str = "") -> Case:
     """One table row; ``recipe`` = (the recompute the step runs, what the row's Megatron-Bridge
-    preset states beyond the table): ``auto`` and nothing stated when no preset of the table's
-    version was read; ``dispatcher``: the one the row's preset states (hybridep), else DeepEP
-    (the playbook's); ``pipeline`` = (MTP modules, pipeline layout string, where both are
-    stated) when the row's sources state them, else none and moesim's even split."""
+    sources state beyond the table); ``dispatcher`` = (the one the row's sources state, where
+    they say so), else DeepEP (the playbook's); ``pipeline`` = (MTP modules, pipeline layout
+    string, where both are stated) when the row's sources state them, else none and moesim's
+    even split; ``dp_overlap``: where the row's sources turn the DP gradient reduce's overlap
+    off, where they say so (else on, Megatron-Bridge's default). Every row reduces gradients
+    in BF16, as every Megatron-Bridge performance config read states (:data:`GRAD_REDUCE`)."""
     lay = " ".join(f"{k.upper()}{v}" for k, v in layout.items())
     gpu = {"DGX-H100": "H100", "DGX-B200": "B200", "DGX-GB200": "GB200"}[system]
-    stated = bool(dispatcher)
-    dispatcher = dispatcher or "deepep"
+    stated = bool(dispatcher[0])
+    dispatcher_name = dispatcher[0] or "deepep"
     fabric = ("nvl72-gb200 (one rack; the case's GPUs are its first ones)" if gpu == "GB200"
               else "rail-optimised fat tree, 1 x 400G CX7 per GPU, 1:1")
     args = (("model", model), ("gpu", gpu), ("gpus", gpus), ("precision", precision),
             ("global_batch", gbs), ("micro_batch_size", mbs), ("seq_len", 4096),
-            ("layout", tuple(layout.items())), ("dispatcher", dispatcher),
-            ("recompute", recipe[0]), ("dispatch_dtype", "bf16"),
-            *((("mtp_layers", pipeline[0]), ("pp_layout", pipeline[1])) if pipeline[2] else ()))
-    why = ("as the row's preset states" if stated else
+            ("layout", tuple(layout.items())), ("dispatcher", dispatcher_name),
+            ("recompute", recipe[0]), ("dispatch_dtype", "bf16"), ("grad_reduce_dtype", "bf16"),
+            *((("mtp_layers", pipeline[0]), ("pp_layout", pipeline[1])) if pipeline[2] else ()),
+            *((("dp_overlap", False),) if dp_overlap else ()))
+    why = (dispatcher[1] if stated else
            "DeepEP, as the Megatron-Bridge MoE hardware playbook states for H100 / B200")
     return Case(
         f"{model} {gpus}x {gpu} {precision} GBS{gbs} {lay}", "bridge", args, tokens_per_gpu_s,
         "tokens/s/GPU", TOLERANCE, source, scope="end_to_end", gpu=gpu, path="fast",
         tolerance_why=TOLERANCE_WHY,
         note=f"{system}, GBS {gbs}, MBS {mbs}, seq 4096, force-balanced dropless router",
-        assumptions=(f"dispatcher {dispatcher}: {why}", DISPATCH_BF16, fabric,
+        assumptions=(f"dispatcher {dispatcher_name}: {why}", DISPATCH_BF16, fabric,
                      *(recipe[1] or ("recompute: the memory plan's choice",)),
                      pipeline[2] or "pipeline: moesim's even stage split (no preset layout read)",
+                     GRAD_REDUCE, *((dp_overlap,) if dp_overlap else ()),
                      f"{precision} as moesim's {PRECISIONS[precision]}"),
     )
 
@@ -169,26 +241,39 @@ DSV3_H100_RECOMPUTE = ("mla_up_proj+mlp", (
     "MLP of the 3 dense layers (Megatron's 'mlp' skips MoE layers)",))
 """The recompute the DeepSeek-V3 DGX-H100 row's preset states."""
 
+DSV3_H100_DP_OVERLAP = (
+    "DP gradient reduce not overlapped: every DeepSeek-V3 H100 config read sets "
+    "comm_overlap.overlap_grad_reduce = False ('Disabling to avoid functional errors', "
+    f"{PERF}/deepseek/deepseek_llm_pretrain.py @01328424 and @69655bff, "
+    "deepseek_v3_llm_pretrain.py @27dfb3df); the reduce-scatters run after the last backward")
+"""Why the DeepSeek-V3 DGX-H100 row runs with ``dp_overlap`` off."""
+
 BRIDGE_CASES: tuple[Case, ...] = (
     _case("DGX-B200", "deepseek-v3", 256, "FP8-MX", 4096, 1, {"pp": 16, "ep": 8}, 2689.0,
-          SOURCE_2602, DSV3_B200_2602, dispatcher="hybridep", pipeline=DSV3_B200_PIPELINE),
-    _case("DGX-B200", "qwen3-30b-a3b", 8, "FP8-MX", 512, 1, {"ep": 8}, 9691.0, SOURCE_2602),
+          SOURCE_2602, DSV3_B200_2602, dispatcher=("hybridep", "as the row's preset states"),
+          pipeline=DSV3_B200_PIPELINE),
+    _case("DGX-B200", "qwen3-30b-a3b", 8, "FP8-MX", 512, 1, {"ep": 8}, 9691.0, SOURCE_2602,
+          (QWEN3_NO_RECOMPUTE[0], (*QWEN3_NO_RECOMPUTE[1], QWEN3_30B_B200_DISPATCHER))),
     _case("DGX-B200", "qwen3-235b-a22b", 256, "FP8-MX", 8192, 1, {"pp": 8, "ep": 8}, 3805.0,
-          SOURCE_2602),
+          SOURCE_2602, QWEN3_NO_RECOMPUTE, dispatcher=ALLTOALL_235B),
     _case("DGX-H100", "qwen3-30b-a3b", 16, "FP8-CS", 1024, 1, {"pp": 2, "vpp": 12, "ep": 8},
-          2557.0, SOURCE_2602),
+          2557.0, SOURCE_2602, (QWEN3_NO_RECOMPUTE[0],
+                                (*QWEN3_NO_RECOMPUTE[1], QWEN3_30B_H100_PRESETS))),
     _case("DGX-H100", "qwen3-235b-a22b", 256, "FP8-CS", 8192, 1,
-          {"tp": 2, "pp": 8, "vpp": 4, "ep": 32}, 1633.0, SOURCE_2602),
+          {"tp": 2, "pp": 8, "vpp": 4, "ep": 32}, 1633.0, SOURCE_2602,
+          (QWEN3_NO_RECOMPUTE[0], (*QWEN3_NO_RECOMPUTE[1], A2A_OVERLAP_NOT_MODELLED)),
+          dispatcher=ALLTOALL_235B),
     _case("DGX-B200", "qwen3-235b-a22b", 64, "FP8-MX", 1024, 1, {"pp": 8, "vpp": 2, "ep": 8},
-          3269.0, SOURCE),
+          3269.0, SOURCE, QWEN3_NO_RECOMPUTE, dispatcher=ALLTOALL_2511),
     _case("DGX-H100", "qwen3-30b-a3b", 16, "FP8-CS", 512, 2, {"pp": 2, "vpp": 24, "ep": 8},
-          5275.0, SOURCE),
+          5275.0, SOURCE, (QWEN3_NO_RECOMPUTE[0],
+                           (*QWEN3_NO_RECOMPUTE[1], QWEN3_30B_H100_PRESETS))),
     _case("DGX-H100", "deepseek-v3", 1024, "FP8-CS", 8192, 1,
           {"tp": 2, "pp": 8, "vpp": 4, "ep": 64}, 1297.0, SOURCE_2509, DSV3_H100_RECOMPUTE,
-          pipeline=DSV3_H100_PIPELINE),
+          pipeline=DSV3_H100_PIPELINE, dp_overlap=DSV3_H100_DP_OVERLAP),
     _case("DGX-GB200", "qwen3-30b-a3b", 8, "MXFP8", 512, 4, {"ep": 8}, 39936.0, SOURCE_2608,
-          ("auto", (HYBRIDEP_PRESET, "recompute: the memory plan's choice")),
-          dispatcher="hybridep"),
+          (QWEN3_NO_RECOMPUTE[0], (HYBRIDEP_PRESET, *QWEN3_NO_RECOMPUTE[1])),
+          dispatcher=("hybridep", "as the row's preset states")),
 )
 """The DGX-B200 and DGX-H100 MoE rows of the 26.02 table, the 25.11 rows whose layout the
 26.02 table does not repeat, the 25.09 DGX-H100 DeepSeek-V3 dropless row (its table has no

@@ -134,7 +134,8 @@ the Mixtral case's scenario does)."""
 
 
 def bridge_spec(case: Case) -> StepSpec:
-    """The step of a Megatron-Bridge table row (:mod:`moesim.validate.bridge`) as stated."""
+    """The step of a Megatron-Bridge table row (:mod:`moesim.validate.bridge`) as stated
+    (optional args: ``grad_reduce_dtype``, default fp32; ``dp_overlap``, default on)."""
     a: dict[str, Any] = dict(case.args)
     degrees: dict[str, int] = dict(a["layout"])
     gpus, mbs, gbs = int(a["gpus"]), int(a["micro_batch_size"]), int(a["global_batch"])
@@ -165,6 +166,8 @@ def bridge_spec(case: Case) -> StepSpec:
         recompute=str(a.get("recompute", "auto")),
         dispatch_dtype=str(a.get("dispatch_dtype", "fp8")),
         mtp_layers=int(a.get("mtp_layers", 0)),
+        grad_reduce_dtype=str(a.get("grad_reduce_dtype", "fp32")),
+        dp_overlap=bool(a.get("dp_overlap", True)),
     )
 
 
