@@ -22,7 +22,7 @@ def test_table_lists_every_constant_with_its_value_and_source() -> None:
     [
         ("nvlink", "ib", "H100", 370 / 450),
         ("nvlink", "ib", "h800", 160 / 200),
-        ("nvlink", "ib", "GB200", 370 / 450),
+        ("nvlink", "ib", "GB200", 738.48 / 900),  # HybridEP on GB200, DeepEP PR #420
         ("nic", "ib", "H100", 48.5 / 50),
         ("leaf_spine", "roce", "H100", 24 / 25),
         ("spine_core", "ib", "H100", 48.5 / 50),

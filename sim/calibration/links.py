@@ -21,13 +21,18 @@ NVLINK_H100_ACHIEVABLE_FRACTION = 370.0 / 450.0
 #: report §3.5; DeepEP intranode kernels reach 153-158 GB/s).
 NVLINK_H800_ACHIEVABLE_FRACTION = 160.0 / 200.0
 
-#: NVLink5 (B200, GB200 NVL72): ASSUMPTION, the fraction of NVLink4 on H100. No published
-#: NVL72 all-to-all busbw was found. What was found, and why it does not decide it: NVL72
-#: all-reduce busbw 835-847 GB/s at 8 GiB (coreweave/nccl-tests PR #43) uses in-switch
-#: reduction (NVLS) and is not comparable; nvbandwidth p2p "about 770 GB/s" of 900 = 0.86
-#: on GB200 (Azure/AI-benchmarking-guide issue #7, comment of 2025-04-16) is one flow, not an
-#: all-to-all across the rack, so it bounds the fraction from above rather than setting it.
-NVLINK_BLACKWELL_ACHIEVABLE_FRACTION = NVLINK_H100_ACHIEVABLE_FRACTION
+#: NVLink5 (B200, GB200 NVL72, 900 GB/s per direction): 738.48 GB/s, the best HybridEP
+#: intranode dispatch (BF16, 8 ranks, 32 SMs, kernel only) measured on GB200 (deepseek-ai/DeepEP
+#: PR #420, "Add HybridEP solution for normal mode intranode dispatch/combine", description of
+#: 2025-09-21, "GB200 Performance Highlights"): the kernel-time convention of the H100 figure
+#: above, with the SM count Megatron-Bridge's performance configs give HybridEP
+#: (``moe_hybridep_num_sms = 32``, scripts/performance utils ``_set_common_perf_overrides``;
+#: the stored version read is not pinned to a commit). Through the Torch API the same table
+#: reads 615.78 GB/s dispatch and 519.57 GB/s combine (0.68 / 0.58 of 900): host-side
+#: preparation included, not applied here. Other figures read: NVL72 all-reduce busbw 835-847
+#: GB/s (coreweave/nccl-tests PR #43) uses in-switch reduction (NVLS), not comparable;
+#: nvbandwidth p2p about 770 GB/s on GB200 (Azure/AI-benchmarking-guide issue #7) is one flow.
+NVLINK_BLACKWELL_ACHIEVABLE_FRACTION = 738.48 / 900.0
 
 #: InfiniBand NDR 400 Gb/s (ConnectX-7): 48-49 GB/s of 50 GB/s per NIC in nccl-tests
 #: (NVIDIA/nccl-tests #267); midpoint 48.5.

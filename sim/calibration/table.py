@@ -91,9 +91,9 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
      "collectives (NVIDIA/nccl-tests issue #212)", "measured"),
     ("NVLINK_H800_ACHIEVABLE_FRACTION", "fraction", "160 of 200 GB/s (DeepSeek-V3 report "
      "arXiv:2412.19437v1 section 3.5; DeepEP normal kernels 153-158)", "measured"),
-    ("NVLINK_BLACKWELL_ACHIEVABLE_FRACTION", "fraction", "no published NVL72 all-to-all "
-     "busbw found; taken as H100's 370/450 (GB200 p2p 770 of 900 GB/s, Azure/"
-     "AI-benchmarking-guide #7, is one flow: an upper bound)", "assumption"),
+    ("NVLINK_BLACKWELL_ACHIEVABLE_FRACTION", "fraction", "738.48 of 900 GB/s: HybridEP "
+     "intranode dispatch BF16, 8 ranks, 32 SMs, kernel only, GB200 (deepseek-ai/DeepEP PR "
+     "#420, 2025-09-21); Torch API 615.78 / 519.57 (combine) not applied", "measured"),
     ("IB_ACHIEVABLE_FRACTION", "fraction", "48-49 of 50 GB/s, CX7 NDR all-to-all "
      "(NVIDIA/nccl-tests issue #267)", "measured"),
     ("ROCE_ACHIEVABLE_FRACTION", "fraction", "24 GB/s per 200G NIC (NVIDIA/nccl-tests issue "
