@@ -90,6 +90,10 @@ DISPATCH_BF16 = ("dispatch in BF16 whatever the precision: Megatron-Core's flex 
 
 
 PERF = "NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs"
+B200_NICS = (" (an 8-GPU B200 node has 8 ConnectX-7 NDR 400 Gb/s NICs: mlcommons/"
+             "inference_results_v6.0 closed/Nebius/systems/nebius_b200_n1.json, host_networking "
+             "'8x ConnectX-7 IB NDR 400Gb/s'; the table's DGX-B200 is the same 8-GPU HGX board)")
+"""Where the DGX-B200 rows' one 400G NIC per GPU comes from."""
 GRAD_REDUCE = (
     "gradients reduced in BF16: every Megatron-Bridge performance config read sets "
     "ddp.grad_reduce_in_fp32 = False (Qwen3: set_qwen3_common_configs, "
@@ -175,7 +179,8 @@ def _case(system: str, model: str, gpus: int, precision: str, gbs: int, mbs: int
     stated = bool(dispatcher[0])
     dispatcher_name = dispatcher[0] or "deepep"
     fabric = ("nvl72-gb200 (one rack; the case's GPUs are its first ones)" if gpu == "GB200"
-              else "rail-optimised fat tree, 1 x 400G CX7 per GPU, 1:1")
+              else "rail-optimised fat tree, 1 x 400G CX7 per GPU, 1:1" + (
+                  B200_NICS if gpu == "B200" else ""))
     args = (("model", model), ("gpu", gpu), ("gpus", gpus), ("precision", precision),
             ("global_batch", gbs), ("micro_batch_size", mbs), ("seq_len", 4096),
             ("layout", tuple(layout.items())), ("dispatcher", dispatcher_name),
