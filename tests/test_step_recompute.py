@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from moesim.errors import ConfigError
-from moesim.hardware import GemmShape, cast_time_s, gemm_time_s, get_gpu
+from moesim.hardware import GemmShape, cast_time_s, gemm_time_s, get_gpu, memory_bound_time_s
 from moesim.model import get_model
 from moesim.parallel.layout import ParallelLayout
 from moesim.plan.candidates import check_layout
@@ -127,9 +127,59 @@ def test_recompute_modules_add_up_by_hand() -> None:
         np.testing.assert_array_equal(a.recompute_s, b.recompute_s)
     attn_mlp = build_plan(dataclasses.replace(spec, recompute="core_attn+mlp")).layers[0]
     assert attn_mlp.recompute_time_s(0) == dense.core_fwd_s + dense.ffn_fwd_s
-    for bad in ("mlp+mlp", "mlp+moe_act", "mlp+", "full+mlp"):
+    for bad in ("mlp+mlp", "mlp+attn", "mlp+", "full+mlp"):
         with pytest.raises(ConfigError, match=r"step\.recompute"):
             dataclasses.replace(spec, recompute=bad)
     with pytest.raises(ConfigError, match="needs an MLA model"):
         _small("core_attn+mla_up_proj")
     assert _small("core_attn+mlp").recompute == "core_attn+mlp"
+
+
+def _two_layer_deepseek(recompute: str) -> StepSpec:
+    """DeepSeek-V3 shrunk to a dense and a MoE layer, EP8 on H800, BF16, 1,024 tokens."""
+    model = dataclasses.replace(get_model("deepseek-v3"), num_layers=2,
+                                moe_layers=(False, True))
+    return StepSpec(model=model, layout=ParallelLayout(ep=8, dp=8), gpu="H800", seq_len=1024,
+                    microbatches=2, recompute=recompute)
+
+
+def test_layernorm_and_moe_act_recompute_by_hand() -> None:
+    """``layernorm``: the input and pre-MLP RMSNorms again on every layer and EP rank, each a
+    kernel reading and writing 1,024 x 7,168 BF16 values; ``moe_act``: the SwiGLU again over
+    the token copies each EP rank received (read 2 x 2,048 columns, write 2,048, BF16), on MoE
+    layers only; listed together they add up."""
+    gpu = get_gpu("H800")
+    norm = 2 * float(memory_bound_time_s(gpu, 2 * 1024 * 7168 * 2))
+    plan = build_plan(_two_layer_deepseek("layernorm"))
+    assert [layer.recompute_time_s(e) for layer in plan.layers for e in (0, 5)] == (
+        pytest.approx([norm] * 4, rel=1e-12))
+    act = build_plan(_two_layer_deepseek("moe_act"))
+    dense, moe = act.layers
+    copies = moe.routed_copies
+    assert copies is not None and copies.sum() == 1024 * 8 * 8  # top-8 of 8 ranks' tokens
+    by_hand = [float(memory_bound_time_s(gpu, 3 * int(c) * 2048 * 2)) for c in copies]
+    assert [moe.recompute_time_s(e) for e in range(8)] == pytest.approx(by_hand, rel=1e-12)
+    assert dense.recompute_time_s(0) == 0.0
+    both = build_plan(_two_layer_deepseek("layernorm+moe_act")).layers[1]
+    assert [both.recompute_time_s(e) for e in range(8)] == (
+        pytest.approx([norm + a for a in by_hand], rel=1e-12))
+
+
+def test_shared_experts_and_moe_recompute_by_hand() -> None:
+    """``shared_experts``: the shared expert's two BF16 GEMMs again (1,024 tokens, 7,168 ->
+    2 x 2,048 -> 7,168) on the MoE layer; ``moe``: the whole MoE forward compute again (router,
+    routed experts with the shared one at TP1, unpermute), which already holds ``moe_act`` and
+    ``shared_experts``; neither touches the dense layer."""
+    gpu = get_gpu("H800")
+    shared = sum(float(gemm_time_s(gpu, GemmShape(1024, n, k))) for n, k in
+                 ((2 * 2048, 7168), (7168, 2048)))
+    dense, moe = build_plan(_two_layer_deepseek("shared_experts")).layers
+    assert dense.recompute_time_s(0) == 0.0
+    assert [moe.recompute_time_s(e) for e in range(8)] == pytest.approx([shared] * 8, rel=1e-12)
+    whole = build_plan(_two_layer_deepseek("moe")).layers[1]
+    assert whole.moe is not None
+    c = whole.moe
+    np.testing.assert_allclose(whole.recompute_s, c.router + c.experts_fwd + c.unpermute,
+                               rtol=1e-12)
+    same = build_plan(_two_layer_deepseek("moe+moe_act+shared_experts")).layers[1]
+    np.testing.assert_array_equal(same.recompute_s, whole.recompute_s)

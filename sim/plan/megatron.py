@@ -95,9 +95,10 @@ def recompute_args(recompute: str) -> list[str]:
     if recompute == "full":
         return ["--recompute-granularity", "full", "--recompute-method", "uniform",
                 "--recompute-num-layers", "1"]
-    if recompute == "selective":
-        return ["--recompute-granularity", "selective", "--recompute-modules", "core_attn"]
-    return []
+    if recompute in ("none", "auto"):
+        return []
+    names = ["core_attn"] if recompute == "selective" else recompute.split("+")
+    return ["--recompute-granularity", "selective", "--recompute-modules", *names]
 
 
 def megatron_args(model: ModelConfig, cand: Candidate, seq_len: int, micro_batch_size: int,

@@ -29,7 +29,7 @@ from moesim.model.accounting import embedding_params, layer_params, router_param
 from moesim.parallel.layout import ParallelLayout
 from moesim.router import Draw, RoutingResult, count_tokens, draw_tokens
 from moesim.step.mtp import mtp_head_s, mtp_params, with_mtp
-from moesim.step.recompute import modules, recompute_s
+from moesim.step.recompute import ModuleCosts, modules, recompute_s
 from moesim.step.spec import GRAD_REDUCE_BYTES, StepSpec
 from moesim.step.wgrad import attention_wgrad_s, experts_wgrad_s, ffn_wgrad_s, input_grad_costs
 from moesim.workload.costs import (
@@ -40,7 +40,6 @@ from moesim.workload.costs import (
     ffn_s,
     kv_bytes_per_token,
     layer_costs,
-    mla_up_proj_s,
 )
 from moesim.workload.dispatchers import get_dispatcher
 from moesim.workload.moe_stack import WireFormat
@@ -94,6 +93,11 @@ class LayerPlan:
         if self.wgrad_s is None:
             return 0.0
         return float(self.wgrad_s[ep_coord if self.moe is not None else 0])
+
+    @property
+    def routed_copies(self) -> np.ndarray | None:
+        """Token copies each EP coordinate's experts received (MoE only)."""
+        return None if self.routing is None else self.routing.load
 
     def recompute_time_s(self, ep_coord: int) -> float:
         """Seconds of forward compute this layer runs again before its backward on EP
@@ -300,7 +304,7 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
     shared = _shared_experts_s(spec, gpu, shape)
     priced: dict[int, tuple[RoutingResult, LayerCosts, LayerRouting, np.ndarray | None]] = {}
     recompute = spec.resolved_recompute()
-    up_s = mla_up_proj_s(shape, gpu) if "mla_up_proj" in modules(recompute) else 0.0
+    module_costs = ModuleCosts.of(model, gpu, shape, modules(recompute))
     split = any(op.defer_w for ops in spec.ops() for op in ops)  # the schedule has W ops
     moe = (*model.moe_layers, *[model.is_moe] * spec.mtp_layers)  # MTP blocks last (.mtp)
     layers = [
@@ -308,7 +312,8 @@ def build_plan(spec: StepSpec, route: Route = route_layer) -> StepPlan:
         if moe[i] else _dense_layer(gpu, shape, i, core)
         for i in range(len(moe))
     ]
-    layers = [replace(layer, recompute_s=recompute_s(layer, recompute, up_s)) for layer in layers]
+    layers = [replace(layer, recompute_s=recompute_s(layer, recompute, module_costs))
+              for layer in layers]
     dgrad_layers: tuple[LayerPlan, ...] = ()
     if split:
         pairs = [_split_w(spec, gpu, shape, layer) for layer in layers]

@@ -34,11 +34,14 @@ Qwen3-Next-80B (not a moesim model). Each row is an out-of-sample end-to-end cas
 fast mode); the three share ``ranking`` = :data:`RANKING`, and ``moesim validate`` checks that the
 simulated order of their step times is the published one (:func:`ranking_verdicts`).
 
+The table's recompute column runs as Megatron's ``--recompute-modules``: "norm, act" is
+``layernorm+moe_act`` (the two layernorms and the routed experts' activation again before each
+backward, :mod:`moesim.step.recompute`), "none" is ``none``.
+
 Assumptions (the table leaves them open): the fabric (rail-optimised fat tree, one 400 Gb/s
 CX7 per GPU, as the setup's 8 x 50 GB/s per node), the router (``force_balanced``: the
 repository's H100 run script forces balance, ``best_practice/qwen3/run_h100_235b.sh``
-@bff12290), recompute of norms and activations not modelled (cheap memory-bound kernels:
-``recompute: none``), the configs at the commits above being those the rows ran (the table
+@bff12290), the configs at the commits above being those the rows ran (the table
 names the Megatron commit only), and no MTP. The first row was measured on another code
 revision than the other two. Not modelled although the configs set them: TP communication
 overlap (``--tp-comm-overlap``: moesim exposes TP all-gathers / reduce-scatters) and the
@@ -62,27 +65,30 @@ SPLIT = (("account_for_embedding_in_pipeline_split", True),
 """The benchmarking config's stage split (model_configs/benchmarking/Qwen3-235B-A22B.yaml)."""
 
 
-def _case(dispatcher: str, layout: dict[str, int], step_s: float, code: str) -> Case:
+def _case(dispatcher: str, layout: dict[str, int], step_s: float, code: str,
+          recompute: str) -> Case:
     lay = " ".join(f"{k.upper()}{v}" for k, v in layout.items())
     args = (("model", "qwen3-235b-a22b"), ("gpu", "H100"), ("gpus", 256), ("precision", "BF16"),
             ("global_batch", 2048), ("micro_batch_size", 1), ("seq_len", 4096),
             ("layout", (*layout.items(), *SPLIT)), ("dispatcher", dispatcher),
             ("dispatch_dtype", "bf16"),
-            ("recompute", "none"), ("metric", "step_s"))
+            ("recompute", recompute), ("metric", "step_s"))
     return Case(
         f"qwen3-235b-a22b 256x H100 BF16 {dispatcher} {lay} (ModelZoo)", "bridge", args,
         step_s, "s per step", TOLERANCE, SOURCE, scope="end_to_end", gpu="H100", path="fast",
         tolerance_why=TOLERANCE_WHY, lower_is_faster=True, ranking=RANKING,
         note=f"Megatron-Core {code}, GBS 2048, MBS 1, seq 4096",
         assumptions=("rail-optimised fat tree, 1 x 400G CX7 per GPU, 1:1",
-                     "router force_balanced", "norm / activation recompute not modelled",
+                     "router force_balanced",
                      "benchmarking configs @1ed4179f / @30631ea5 as run; no MTP",
                      "TP comm overlap and param-gather overlap not modelled"),
     )
 
 
 ZOO_CASES: tuple[Case, ...] = (
-    _case("deepep", {"tp": 2, "pp": 8, "vpp": 4, "ep": 32}, 19.7, "moe_dev f3e6c5"),
-    _case("alltoall", {"tp": 2, "pp": 32, "vpp": 3, "ep": 8}, 24.2, "main 1e057005"),
-    _case("deepep", {"tp": 4, "pp": 8, "vpp": 4, "ep": 8}, 29.0, "main 1e057005"),
+    _case("deepep", {"tp": 2, "pp": 8, "vpp": 4, "ep": 32}, 19.7, "moe_dev f3e6c5",
+          "layernorm+moe_act"),
+    _case("alltoall", {"tp": 2, "pp": 32, "vpp": 3, "ep": 8}, 24.2, "main 1e057005",
+          "layernorm+moe_act"),
+    _case("deepep", {"tp": 4, "pp": 8, "vpp": 4, "ep": 8}, 29.0, "main 1e057005", "none"),
 )

@@ -17,6 +17,8 @@ are ``1/cp`` of the sequence's.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 
 from moesim.calibration import DROPLESS_SYNC_S
@@ -37,6 +39,8 @@ from moesim.model.accounting import attention_matmul_params
 from moesim.router import RoutingResult
 from moesim.workload.elementwise import permute_bytes, with_elementwise
 from moesim.workload.shape import BF16_BYTES, LayerCosts, LayerShape
+
+FloatLike = TypeVar("FloatLike", float, np.ndarray)
 
 FP8_SCALE_GROUP = 128  # DeepEP FP8 dispatch: one fp32 scale per 128 elements
 WIRE_DTYPES = ("fp8", "bf16")
@@ -176,10 +180,29 @@ def experts_s(
     if model.n_shared_experts and shape.tp == 1:  # tp = 1: on the rank's own tokens
         sffn = model.shared_expert_intermediate_size * model.n_shared_experts
         t += ffn_s(shape, gpu, sffn, slowdown, backward)
-    act = float(
-        memory_bound_time_s(gpu, 3.0 * float(local_load.sum()) * ffn * BF16_BYTES, slowdown)
-    )
+    act = float(memory_bound_time_s(gpu, act_bytes(float(local_load.sum()), ffn), slowdown))
     return float(t + (2 if backward else 1) * act)
+
+
+def act_bytes(rows: FloatLike, ffn: int) -> FloatLike:
+    """HBM bytes of the routed experts' gated activation over ``rows`` token copies of ``ffn``
+    columns: read the fc1 output's two halves, write one (BF16)."""
+    return 3.0 * rows * ffn * BF16_BYTES
+
+
+def moe_act_s(shape: LayerShape, gpu: GpuSpec, copies: np.ndarray) -> np.ndarray:
+    """The routed experts' activation forward on each EP rank that received ``copies`` token
+    copies (what ``moe_act`` recompute runs again): the kernel :func:`experts_s` charges."""
+    ffn = shape.model.moe_intermediate_size // shape.etp
+    rows = np.asarray(copies, dtype=float) * shape.etp
+    return np.asarray(memory_bound_time_s(gpu, act_bytes(rows, ffn)), dtype=float)
+
+
+def norms_recompute_s(shape: LayerShape, gpu: GpuSpec) -> float:
+    """The input and pre-MLP layernorms' forward (what ``layernorm`` recompute runs again):
+    two kernels, each reading and writing the rank's own tokens' hidden states in BF16."""
+    one = memory_bound_time_s(gpu, 2.0 * shape.tokens_per_rank * shape.hidden * BF16_BYTES)
+    return 2.0 * float(one)
 
 
 def experts_ranks_s(
@@ -206,8 +229,8 @@ def experts_ranks_s(
         sffn = model.shared_expert_intermediate_size * model.n_shared_experts
         values, which = np.unique(slow, return_inverse=True)
         t += np.array([ffn_s(shape, gpu, sffn, float(v), backward) for v in values])[which]
-    moved = 3.0 * local_load.sum(axis=1).astype(float) * ffn * BF16_BYTES
-    act = memory_bound_time_s(gpu, moved, 1.0) * slow
+    act = memory_bound_time_s(gpu, act_bytes(local_load.sum(axis=1).astype(float), ffn),
+                              1.0) * slow
     return t + (2 if backward else 1) * act
 
 
