@@ -40,7 +40,7 @@ from moesim.validate.case import (  # noqa: F401  (re-exported)
     SCOPES,
     Case,
 )
-from moesim.validate.zoo import ZOO_CASES
+from moesim.validate.zoo import LONG_CONTEXT_CASES, ZOO_CASES
 
 DEEPEP_SOURCE = "deepseek-ai/DeepEP docs/legacy.md, V1 normal kernels on H800 + CX7"
 
@@ -190,4 +190,5 @@ STEP_CASES: tuple[Case, ...] = (
 
 CASES: tuple[Case, ...] = (DEEPEP_CASES + LL_CASES + NCCL_CASES + PARAM_CASES + CHECKPOINT_CASES
                            + GEMM_CASES + STEP_CASES + BRIDGE_CASES + ZOO_CASES
+                           + LONG_CONTEXT_CASES
                            + AMPERE_CASES)

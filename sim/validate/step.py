@@ -43,18 +43,21 @@ from moesim.validate.case import Case
 from moesim.validate.phases import OP_KINDS, StagePhases
 
 
-def megatron_v09_flops(model: ModelConfig, sequences: int, seq_len: int) -> float:
+def megatron_v09_flops(model: ModelConfig, sequences: int, seq_len: int,
+                       causal: bool = False) -> float:
     """Megatron-LM ``num_floating_point_operations`` (2024, MCore v0.8/v0.9) of one step.
 
     12 B s L h^2 [ (1 + g/a + s/h) (a d / h) + (ffn/h) top_k (3/2 if SwiGLU)
     + shared/h (3/2) + V / (2 L h) ]: GEMMs x 3 (fwd, dgrad, wgrad), full (non-causal)
-    attention core, no router, LM head once.
+    attention core, no router, LM head once. ``causal``: the 2025 versions' count, which takes
+    half the attention matrix (``seq_length / hidden_size / 2``, "Only half of the attention
+    matrix is non-zero"), the TFLOP/s Megatron-Core logs and the ModelZoo tables report.
     """
     h, layers = model.hidden_size, model.num_layers
     heads, groups = model.num_attention_heads, model.num_key_value_heads
     q_ratio = model.head_dim * heads / h
     glu = 1.5 if model.gated_ffn else 1.0
-    attention = (1 + groups / heads + seq_len / h) * q_ratio
+    attention = (1 + groups / heads + seq_len / h / (2 if causal else 1)) * q_ratio
     mlp = model.moe_intermediate_size / h * model.top_k * glu
     shared = model.shared_expert_intermediate_size * model.n_shared_experts / h * glu
     logit = model.vocab_size / (2 * layers * h)
@@ -176,7 +179,7 @@ def host_detail(case: Case, value: float, result: StepResult) -> str:
     the simulated step floored by its expert GEMM launches x 4.58 us .. 45.3 us."""
     band = host_band(bridge_spec(case), result.step_time_s)
     per = {end: (value * result.step_time_s / s if dict(case.args).get("metric") != "step_s"
-                 else s) for end, s in band.step_s.items()}
+                 else s) for end, s in band.step_s.items()}  # rates scale as 1 / step
     errs = {end: (v / case.published - 1) * 100 for end, v in per.items()}
     lo, hi = (f"{v:.0f}" if v >= 100 else f"{v:.3g}" for v in (per["low"], per["high"]))
     return (f"host band ({band.launches} expert GEMM launches): {lo} .. {hi} "
@@ -184,10 +187,16 @@ def host_detail(case: Case, value: float, result: StepResult) -> str:
 
 
 def simulate_bridge(case: Case) -> tuple[float, StepResult]:
-    """(tokens / s / GPU, or the step time in seconds with ``metric: step_s``; the fast-mode
-    step result) of a Megatron-Bridge table row or a ModelZoo layout."""
+    """(tokens / s / GPU, the step time in seconds with ``metric: step_s``, or TFLOP/s per GPU
+    by Megatron-Core's causal count with ``metric: megatron_tflops``; the fast-mode step
+    result) of a Megatron-Bridge table row or a ModelZoo layout."""
     spec = bridge_spec(case)
     result = run_step(spec, mode="fast")
-    if dict(case.args).get("metric") == "step_s":
+    metric = dict(case.args).get("metric")
+    if metric == "step_s":
         return result.step_time_s, result
+    if metric == "megatron_tflops":  # per GPU, Megatron-Core's causal count
+        flops = megatron_v09_flops(spec.model, spec.global_tokens // spec.seq_len, spec.seq_len,
+                                   causal=True)
+        return flops / result.step_time_s / spec.layout.world_size / 1e12, result
     return spec.global_tokens / result.step_time_s / spec.layout.world_size, result
