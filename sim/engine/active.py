@@ -69,10 +69,26 @@ class ActiveFlows:
         ``links``/``wts`` are their full padded routes, hops x flows.
 
         Returns their solver routes (``None`` weights: all 1)."""
+        return self.append(ids, size, start_s, *self.solver_routes(links, wts), rem=rem)
+
+    def solver_routes(self, links: np.ndarray, wts: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The solver routes of full padded routes ``links``/``wts`` (hops x flows): implied
+        links dropped, packed to the top rows; weights None when every real hop weighs 1.
+        Each column depends on its own route only, and the rows are as many as the longest
+        needs (at least 1), so the routes of several sets of flows, padded to the same rows
+        and put side by side, are those of all of them at once."""
         links, wts = self._solve_routes(links, wts)
         unit = bool(np.all((wts == 1.0) | (links == self.pad)))
+        return links, None if unit else wts
+
+    def append(
+        self, ids: np.ndarray, size: np.ndarray, start_s: np.ndarray, links: np.ndarray,
+        wts: np.ndarray | None, rem: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`add` of flows given their solver routes (:meth:`solver_routes`)."""
         lo, hi = self.n, self.n + ids.size
-        self._reserve(hi, links.shape[0], weighted=not unit)
+        self._reserve(hi, links.shape[0], weighted=wts is not None)
         self._ids[lo:hi] = ids
         self._state[:, lo:hi] = (size if rem is None else rem, np.zeros(ids.size),
                                  np.full(ids.size, np.nan), start_s, size * 1e-12)
@@ -80,9 +96,9 @@ class ActiveFlows:
         self._links[links.shape[0] :, lo:hi] = self.pad
         if self._wts is not None:
             self._wts[:, lo:hi] = 0.0
-            self._wts[: wts.shape[0], lo:hi] = wts
+            self._wts[: links.shape[0], lo:hi] = links != self.pad if wts is None else wts
         self.n = hi
-        return links, None if unit else wts
+        return links, wts
 
     def routes(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Solver routes (links, weights or None) of the active flows at positions ``idx``."""

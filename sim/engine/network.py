@@ -40,6 +40,7 @@ from moesim.engine.active import ActiveFlows
 from moesim.engine.fabric import Fabric, implied_partner
 from moesim.engine.flowtable import FLOW_COLUMNS, Columns, PairStore
 from moesim.engine.groups import CompletionGroups
+from moesim.engine.joins import JoinRoutes
 from moesim.engine.late import LateEvent
 from moesim.engine.linkstats import LinkStats
 from moesim.engine.observe import Observed
@@ -96,6 +97,7 @@ class FlowNetwork(Observed, SoloFlows):
         self._solos = SoloSet(n_links)  # flows alone on their links (moesim.engine.solo)
         self._replaying = False  # _materialize: solved flows joining as of their start
         self._routed: dict[tuple[bytes, bytes], tuple[np.ndarray, ...]] = {}  # _route
+        self._joins = JoinRoutes(self.active, self.flows, self._pairs)
         self._init_observers()
 
     # ---------------------------------------------------------------- API
@@ -252,17 +254,12 @@ class FlowNetwork(Observed, SoloFlows):
     def _join_pending(self, now: float) -> None:
         if not self._pending:
             return
-        new = np.concatenate(self._pending)
-        self._pending = []
-        link, wt, col = self._pairs(new)
-        lens = self.flows.col["pair_len"][new]
-        row = np.arange(link.size) - np.repeat(np.cumsum(lens) - lens, lens)
-        links = np.full((int(lens.max()), new.size), self.fabric.n_links, dtype=np.int64)
-        wts = np.zeros(links.shape)
-        links[row, col], wts[row, col] = link, wt
+        chunks, self._pending = self._pending, []
+        new = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+        slinks, swts, link = self._joins.of(chunks, new)
         fl = self.flows.col
-        slinks, swts = self.active.add(new, fl["size_bytes"][new], fl["start_s"][new], links, wts,
-                                       rem=fl["rem_bytes"][new])
+        self.active.append(new, fl["size_bytes"][new], fl["start_s"][new], slinks, swts,
+                           rem=fl["rem_bytes"][new])
         self.rates.enter(slinks, swts)
         self._young[slinks] = now
         self._young[-1] = -np.inf
