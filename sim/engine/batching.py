@@ -47,9 +47,9 @@ def batch_cut(
     # young_i >= start_i >= min(start), so no batch reaches past this bound.
     bound = first + eps * (now_s + first - float(start_s.min()))
     cand = (left_s <= bound).nonzero()[0]
-    order = np.argsort(left_s[cand], kind="stable")
-    cand, left = cand[order], left_s[cand[order]]
-    young = young_s[links.take(cand, axis=1)].max(axis=0)
+    cand = cand[np.argsort(left_s[cand], kind="stable")]
+    left = left_s[cand]
+    young = np.maximum.reduce(young_s.take(links.take(cand, axis=1)), axis=0)
     latest_end = np.minimum.accumulate(left + eps * np.maximum(now_s + left - young, 0.0))
     last = int((left <= latest_end).nonzero()[0][-1])
     return max(cut, float(left[last]))

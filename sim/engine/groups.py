@@ -70,12 +70,13 @@ class CompletionGroups(Columns):
             return
         gc = self.col
         order = np.lexsort((ids, finish, groups))  # per group, the last arrival comes last
-        last = order[np.r_[groups[order][1:] != groups[order][:-1], True]]
-        g_last = groups[last]
+        in_order = groups[order]
+        ends = np.append(in_order[1:] != in_order[:-1], True).nonzero()[0]
+        last, g_last = order[ends], in_order[ends]  # each group once, ascending
         later = finish[last] >= gc["finish_s"][g_last]
         gc["finish_s"][g_last[later]] = finish[last][later]
         gc["last_flow"][g_last[later]] = ids[last][later]
-        np.subtract.at(gc["left"], groups, 1)
+        gc["left"][g_last] -= np.diff(ends, prepend=-1)  # its flows among these
         for gid in g_last[gc["left"][g_last] == 0].tolist():
             self._fire(gid)
 

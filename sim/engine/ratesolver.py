@@ -66,9 +66,10 @@ class RateSolver:
         n = links.shape[1]
         limit = min(self._t_rem, self._t_add())
         self._t_rem = np.inf
+        if not self.incremental or self._since_full >= FULL_EVERY:
+            return self._full(links, wts)
         redo = (~(rate[:new_from] < limit * (1.0 - KEEP_RTOL))).nonzero()[0]
-        if (not self.incremental or self._since_full >= FULL_EVERY
-                or 2 * (redo.size + n - new_from) > n):
+        if 2 * (redo.size + n - new_from) > n:
             return self._full(links, wts)
         old, redo = redo.size, np.concatenate((redo, np.arange(new_from, n)))  # old ones first
         sub_links = links.take(redo, axis=1)
