@@ -35,10 +35,10 @@ fast 67.7 ms; 2 micro-batches: 3.7 %); with host 3's gpu1-nic1 link at 25 % (a r
 that is not the representative): full +54 %, fast unchanged. The sub-fabric keeps D-mod-K
 routes identical, so the representative's own flows match full mode's.
 
-At scale (2026-12-03; chunked rings in step order, moesim.collectives.ring): 128 GPUs (16
-H800 hosts of ``rail-h200-4096``), moe-1t cut to 4 layers, PP2 EP64 DP64, 2 micro-batches:
-fast 585.6 ms, full 592.0 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16, 1 micro-batch
-(bench_step.py --layers 16 --microbatches 1): fast 1.092 s, full 1.176 s (-7.1 %, not traced).
+At scale (2026-12-03; chunked rings in step order): 128 GPUs (16 H800 hosts of
+``rail-h200-4096``), moe-1t cut to 4 layers, PP2 EP64 DP64, 2 micro-batches: fast 585.6 ms,
+full 592.0 ms (-1.1 %); 1,024 GPUs, 16 layers, PP16, 1 micro-batch (bench_step.py --layers
+16 --microbatches 1): fast 1.092 s, full 1.176 s (-7.1 %, not traced).
 
 Not supported: expert-TP groups outside the pipeline (``etp`` other than 1 or ``tp``);
 the critical-path walk (its all-to-alls have no flows).
@@ -65,15 +65,7 @@ from moesim.parallel.layout import ParallelLayout
 from moesim.schedule.ops import ScheduleOps
 from moesim.step.estimate import A2ATimer, RingPairs, RingTimer, stage_ring_timer, stage_wide_rings
 from moesim.step.fast_routes import HostRoutesAhead, host_router
-from moesim.step.fused_layer import (
-    FusedLayer,
-    LinkClock,
-    NotAlone,
-    StageGroups,
-    layers_fused,
-    rings_alone,
-    sends_apart,
-)
+from moesim.step.fused_layer import FusedLayer, LinkClock, NotAlone, StageGroups, fusion
 from moesim.step.plan import LayerPlan, Route, StepPlan, build_plan
 from moesim.step.replicas import pipeline_router, plain_router
 from moesim.step.routing_ahead import RoutingAhead
@@ -305,7 +297,8 @@ def simulate_fast(spec: StepSpec, routing_draws: int | None = None, *, fuse_moe:
     """Run the representative pipeline of ``spec``; (finished state, its ranks). ``fuse_tp``:
     TP / CP layers (:func:`layers_fused`, with ``fuse_moe``) or else TP / ETP rings
     (:func:`rings_alone`) in closed form; off: every TP / CP transfer a flow. A closed form
-    that finds two transfers on one link at once (:class:`NotAlone`) runs again with flows.
+    that finds two transfers on one link at once (:class:`NotAlone`) runs again with flows;
+    CP sends that leave the stage's links are timed alone (:mod:`moesim.step.fused_apart`).
     MoE layers route ahead (:mod:`moesim.step.routing_ahead`; in worker threads if set).
     ``replicas``: flows as copies over every replica, rings as flows (module docstring)."""
     with RoutingAhead(spec, routing_draws) as route:
@@ -317,16 +310,13 @@ def _simulate(spec: StepSpec, route: Route, fuse_moe: bool, fuse_tp: bool, repli
     index, ranks = prepare(spec)
     ops = spec.ops()
     router: Router = index.router(ranks)
-    apart = (fuse_tp and not replicas  # with replicas, rings are flows (may cross NVLink)
-             and index.graph.graph.get("nvlink_domain_size") is not None
-             and sends_apart(spec.layout, router))
-    layers = fuse_tp and fuse_moe and layers_fused(spec, ops, apart)
-    alone = fuse_tp and not layers and rings_alone(spec, ops, apart)
+    alone, layers, watch = fusion(spec, ops, index, router, fuse_tp and not replicas, fuse_moe)
     ahead = HostRoutesAhead(index, spec, ranks)
     if replicas:
         router = pipeline_router(index, spec.layout, ranks)
     try:
-        return _run(spec, route, index, (ranks, router, ahead), ops, fuse_moe, alone, layers)
+        return _run(spec, route, index, (ranks, router, ahead), ops, fuse_moe, alone, layers,
+                    watch)
     except NotAlone:
         return _run(spec, route, index, (ranks, router, ahead), ops, fuse_moe, False, False)
     finally:
@@ -335,13 +325,16 @@ def _simulate(spec: StepSpec, route: Route, fuse_moe: bool, fuse_tp: bool, repli
 
 def _run(spec: StepSpec, route: Route, index: GraphIndex,
          ranks_router: tuple[list[int], Router, HostRoutesAhead], ops: ScheduleOps,
-         fuse_moe: bool, rings: bool, layers: bool) -> tuple[FastState, list[int]]:
+         fuse_moe: bool, rings: bool, layers: bool, watch: np.ndarray | None = None
+         ) -> tuple[FastState, list[int]]:
     ranks, router, ahead = ranks_router
     net = FlowNetwork(simpy.Environment(), router,
                       batch_window_rel=spec.fabric.batch_window_rel, record_timeline=False)
     st = FastState(spec, fast_plan(spec, route=route), ops, net,
                    *empty_ledgers(spec.layout.world_size), index=index, analytic_a2a=fuse_moe,
                    fuse_tp=rings, fuse_layers=layers, ahead=ahead)
+    if watch is not None:  # CP sends off the stage's links (moesim.step.fused_apart)
+        st.link_clock = LinkClock(net.router, watch)
     if isinstance(net.router, CopiesRouter):  # replicas
         from moesim.step.ringflows import RingFlows  # (and RingJob) only where it is used
 

@@ -50,8 +50,10 @@ from moesim.collectives.base import RankStarted
 from moesim.collectives.fused_ring import ring_schedule_s
 from moesim.engine.fabric import implied_partner
 from moesim.engine.routing import Router
+from moesim.fabric.subfabric import GraphIndex
 from moesim.parallel.layout import ParallelLayout
 from moesim.schedule.ops import ScheduleOps
+from moesim.step.fused_apart import cp_watch, shared_links
 from moesim.step.groups import group
 from moesim.step.plan import LayerPlan
 from moesim.step.spec import StepSpec
@@ -69,25 +71,33 @@ class LinkClock:
     """When each link of the fabric last drains a fused transfer (implied links as their
     partner, as the rate solver counts them)."""
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Router, watch: np.ndarray | None = None) -> None:
         self.router = router
         partner = implied_partner(router.fabric)
         self.load_of = np.where(partner >= 0, partner, np.arange(partner.size))
         self.busy_s = np.full(partner.size, -np.inf)
         self.late_s = 0.0  # transfers started late, summed: the closed form's error bound
         self.late_n = 0
+        self.watch = watch  # per link: log its transfers' intervals (fused_apart.py)
+        self.held: list[tuple[np.ndarray, ...]] | None = None  # set to a list: log (links,
+        # start_s, drain_s) of transfers on watched links (fused_apart.overlap_s; tests)
 
     def edges(self, src: np.ndarray, dst: np.ndarray) -> Edges:
         """The pairs ``src[i] -> dst[i]``, one transfer each at a time; NotAlone when two of
         them share a link (they could not run alone)."""
         rs = self.router.routes(src, dst)
         links = self.load_of[rs.link]
-        if len(set(links.tolist())) < links.size:  # a shared link (np.unique imports numpy.ma)
-            raise NotAlone("transfers of one TP / CP collective share a link")
         owner = np.repeat(np.arange(src.size), np.diff(rs.ptr))
         if (np.diff(rs.ptr) < 1).any():
             raise NotAlone("a TP / CP transfer without links")
-        return Edges(rs.cap_Bps, rs.latency_s, links, owner, rs.ptr[:-1])
+        if len(set(links.tolist())) == links.size:  # (np.unique imports numpy.ma)
+            return Edges(rs.cap_Bps, rs.latency_s, links, owner, rs.ptr[:-1])
+        held = list(dict.fromkeys(zip(owner.tolist(), links.tolist(), strict=True)))
+        if self.watch is None or len({link for _, link in held}) < len(held):
+            raise NotAlone("transfers of one TP / CP collective share a link")
+        owner, links = (np.array(col, dtype=np.int64) for col in zip(*held, strict=True))
+        first = np.searchsorted(owner, np.arange(src.size))  # a link and its implied partner
+        return Edges(rs.cap_Bps, rs.latency_s, links, owner, first)  # on one route: once
 
     def free_s(self, edges: Edges, start_s: np.ndarray) -> np.ndarray:
         """When each edge can start: ``start_s``, or later while a transfer of an earlier
@@ -104,9 +114,20 @@ class LinkClock:
             return np.where(late, busy, start_s)
         return start_s
 
-    def hold(self, edges: Edges, drain_s: np.ndarray) -> None:
-        """Each edge's links carry its transfer until ``drain_s``."""
-        self.busy_s[edges.links] = drain_s[edges.owner]
+    def hold(self, edges: Edges, drain_s: np.ndarray, start_s: np.ndarray | None = None
+             ) -> None:
+        """Each edge's links carry its transfer until ``drain_s``. On :attr:`watch` links the
+        transfer is logged from ``start_s`` instead (a transfer without one must not cross
+        them) and never makes a later one wait: :mod:`moesim.step.fused_apart` checks them."""
+        if self.watch is None or not (on := self.watch[edges.links]).any():
+            self.busy_s[edges.links] = drain_s[edges.owner]
+            return
+        if start_s is None:
+            raise NotAlone("a TP transfer on a watched link")
+        off, who = ~on, edges.owner[on]
+        self.busy_s[edges.links[off]] = drain_s[edges.owner[off]]
+        if self.held is not None:
+            self.held.append((edges.links[on], start_s[who], drain_s[who]))
 
 
 @dataclass(frozen=True)
@@ -125,24 +146,8 @@ def sends_apart(lay: ParallelLayout, router: Router) -> bool:
     either direction, the interleaved wrap-around included) crosses a link that a TP or CP
     transfer between its members uses: then only those transfers cross their links (a
     stage on whole NVLink domains always qualifies; stages that share a host qualify when
-    their ``dp == 0`` ranks sit on different hosts)."""
-    def rank(t: int, c: int, p: int) -> int:
-        return lay.dense_rank(tp=t, cp=c, dp=0, pp=p)
-
-    pairs = [(rank(t, c, p), rank(t, c, (p + 1) % lay.pp)) for p in range(lay.pp)
-             for c in range(lay.cp) for t in range(lay.tp)
-             if lay.pp > 1 and (p + 1 < lay.pp or lay.vpp > 1)]
-    edges = [(r, g[(g.index(r) + 1) % len(g)]) for kind in ("tp", "cp")
-             if getattr(lay, kind) > 1 for p in range(lay.pp) for c in range(lay.cp)
-             for t in range(lay.tp) for r in [rank(t, c, p)] for g in [group(lay, kind, r)]]
-    if not pairs or not edges:
-        return True
-    partner = implied_partner(router.fabric)
-    load_of = np.where(partner >= 0, partner, np.arange(partner.size))
-    src, dst = np.array(pairs).T
-    sends = router.routes(np.concatenate([src, dst]), np.concatenate([dst, src])).link
-    ring = router.routes(*np.array(edges).T).link
-    return not np.intersect1d(load_of[sends], load_of[ring]).size
+    their ``dp == 0`` ranks sit on different hosts). :func:`shared_links`."""
+    return not shared_links(lay, router, ("tp", "cp")).size
 
 
 class StageGroups:
@@ -283,8 +288,9 @@ class LayerTimes:
             edges = g.cp_edges
             for step in range(g.cp):
                 if step < g.cp - 1:
-                    drain = self.g.clock.free_s(edges, t) + size / edges.cap_Bps
-                    self.g.clock.hold(edges, drain)
+                    start = self.g.clock.free_s(edges, t)
+                    drain = start + size / edges.cap_Bps
+                    self.g.clock.hold(edges, drain, start)
                     landed = (drain + edges.latency_s)[g.cp_pred]  # from my predecessor
                 t = self.compute(t, core_s / g.cp)
                 if step < g.cp - 1:
@@ -328,3 +334,16 @@ def layers_fused(spec: StepSpec, ops: ScheduleOps, apart: bool) -> bool:
     :func:`nvlink_alone`."""
     lay = spec.layout
     return lay.tp * lay.cp > 1 and lay.etp == 1 and nvlink_alone(spec, ops, apart)
+
+
+def fusion(spec: StepSpec, ops: ScheduleOps, index: GraphIndex, router: Router, fuse_tp: bool,
+           fuse_moe: bool) -> tuple[bool, bool, np.ndarray | None]:
+    """(TP rings fused one by one: :func:`rings_alone`, layers fused: :func:`layers_fused`,
+    the links whose CP sends are logged and timed alone: :func:`cp_watch` or None) for fast
+    mode's representative (``fuse_tp``: closed forms allowed, no replicas)."""
+    apart = (fuse_tp and index.graph.graph.get("nvlink_domain_size") is not None
+             and sends_apart(spec.layout, router))
+    watch = None if apart or not fuse_tp else cp_watch(index, spec.layout, router)
+    layers = fuse_tp and fuse_moe and layers_fused(spec, ops, apart or watch is not None)
+    return fuse_tp and not layers and rings_alone(spec, ops, apart), layers, (
+        watch if layers else None)
