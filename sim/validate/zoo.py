@@ -32,7 +32,7 @@ The same readme's "Long Context" table (Qwen3-235B-A22B on 32 nodes of 8 H100, D
 TP4 PP8 VPP4 EP8, GBS 256, ``--recompute-granularity selective --recompute-modules layernorm
 moe``, ``A2A_OVERLAP=0``, the same benchmarking script and configs): sequences of 16k (CP1),
 32k (CP2), 64k (CP4) and 128k (CP8), TFLOP/s per GPU with forced balance 295, 335, 368, 389.
-Each forced-balance row up to 32k is an out-of-sample case (:data:`LONG_CONTEXT_CASES`, metric
+Each forced-balance row is an out-of-sample case (:data:`LONG_CONTEXT_CASES`, metric
 ``megatron_tflops``: Megatron-Core's causal FLOPs count over the simulated step, which gives
 the three 4k rows' published TFLOP/s from their step times within 0.6%: 167.3, 246.2, 200.4
 against 167, 245, 200). Their "dropless" readings (237, 277, 320, 357) are not cases: the
@@ -120,19 +120,15 @@ def _long_context(seq_len: int, cp: int, tflops: float) -> Case:
                      "MBS 1 (not stated)",
                      "benchmarking configs @1ed4179f / @30631ea5 as run; no MTP",
                      "TP comm overlap and param-gather overlap not modelled",
-                     "moe recompute: its all-to-alls not simulated again"),
+                     "moe recompute: its all-to-alls not simulated again",
+                     "CP4 / CP8: fast mode times the cross-host K/V sends alone "
+                     "(moesim.step.fused_apart; bit-identical to the flow path at 8 "
+                     "micro-batches)"),
     )
 
 
-LONG_CONTEXT_MAX_CP = 2
-"""The 64k (CP4) and 128k (CP8) rows are not cases yet: their fast steps route every
-ring-attention send through the flow engine: the 64k step had not finished after 13 minutes
-of wall time here (3 minutes of CPU on a loaded machine, 2 GB resident and growing;
-2026-12-08), past ``moesim validate``'s 5-minute budget; they join when that path is fast."""
-
 LONG_CONTEXT_CASES: tuple[Case, ...] = tuple(
-    _long_context(seq, cp, tf) for seq, (cp, tf) in LONG_CONTEXT.items()
-    if cp <= LONG_CONTEXT_MAX_CP)
+    _long_context(seq, cp, tf) for seq, (cp, tf) in LONG_CONTEXT.items())
 
 ZOO_CASES: tuple[Case, ...] = (
     _case("deepep", {"tp": 2, "pp": 8, "vpp": 4, "ep": 32}, 19.7, "moe_dev f3e6c5",
