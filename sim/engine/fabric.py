@@ -235,6 +235,13 @@ def implied_links(fabric: Fabric) -> np.ndarray:
     return implied_partner(fabric) >= 0
 
 
+def load_links(fabric: Fabric) -> np.ndarray:
+    """Per link, the link whose load it is counted as: its implied partner (the rate solver
+    counts the two as one), else itself."""
+    partner = implied_partner(fabric)
+    return np.where(partner >= 0, partner, np.arange(partner.size))
+
+
 def implied_partner(fabric: Fabric) -> np.ndarray:
     """Per link, the kept link that carries exactly the same flows, or -1 if it is kept."""
     n_nodes = len(fabric.node_names)

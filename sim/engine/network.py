@@ -37,7 +37,7 @@ import simpy
 
 from moesim.engine import batching
 from moesim.engine.active import ActiveFlows
-from moesim.engine.fabric import Fabric, implied_partner
+from moesim.engine.fabric import Fabric, implied_partner, load_links
 from moesim.engine.flowtable import FLOW_COLUMNS, Columns, PairStore
 from moesim.engine.groups import CompletionGroups
 from moesim.engine.joins import JoinRoutes
@@ -83,7 +83,7 @@ class FlowNetwork(Observed, SoloFlows):
         n_links = self.fabric.n_links
         partner = implied_partner(self.fabric)
         solve_map = np.where(partner >= 0, n_links, np.arange(n_links))
-        self._load_of = np.where(partner >= 0, partner, np.arange(n_links))
+        self._load_of = load_links(self.fabric)
         self.active = ActiveFlows(n_links, np.append(solve_map, n_links))
         self.rates = RateSolver(self.fabric.cap_Bps)
         self._flows_on = np.zeros(n_links, dtype=np.int64)

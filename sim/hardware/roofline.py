@@ -126,7 +126,8 @@ def _compute_s(gpu: GpuSpec, padded_flops: FloatArray, dtype: str) -> FloatArray
     return busy / (sustained_tflops(gpu, dtype) * TFLOPS)
 
 
-def _hbm_s(gpu: GpuSpec, bytes_moved: FloatArray) -> FloatArray:
+def hbm_time_s(gpu: GpuSpec, bytes_moved: FloatArray) -> FloatArray:
+    """Seconds to move ``bytes_moved`` through HBM at its achievable rate (no launch)."""
     return bytes_moved / (gpu.hbm_bw_bytes_per_s * kernels.HBM_ACHIEVABLE_FRACTION)
 
 
@@ -136,7 +137,7 @@ def _kernel_s(
 ) -> FloatArray:
     """One kernel (module docstring); ``rate``: the fraction of the sustained GEMM rate it
     reaches (a wgrad's ``GemmShape.wgrad_rate``)."""
-    run = np.maximum(_compute_s(gpu, padded, dtype) / rate, _hbm_s(gpu, moved))
+    run = np.maximum(_compute_s(gpu, padded, dtype) / rate, hbm_time_s(gpu, moved))
     return np.where(flops > 0, run + kernels.KERNEL_LAUNCH_OVERHEAD_S, 0.0)
 
 
@@ -279,5 +280,5 @@ def memory_bound_time_s(gpu: GpuSpec, bytes_moved: ArrayLike, slowdown: float = 
     bytes of HBM in total; 0 when it moves nothing."""
     slow = check_slowdown(slowdown)
     moved = dim("bytes_moved", bytes_moved)
-    t = np.where(moved > 0, _hbm_s(gpu, moved) + kernels.KERNEL_LAUNCH_OVERHEAD_S, 0.0)
+    t = np.where(moved > 0, hbm_time_s(gpu, moved) + kernels.KERNEL_LAUNCH_OVERHEAD_S, 0.0)
     return shaped(t * slow)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from moesim.engine.fabric import implied_partner
+from moesim.engine.fabric import load_links
 from moesim.engine.network import FlowNetwork
 from moesim.engine.routing import Router
 from moesim.parallel.layout import ParallelLayout
@@ -38,11 +38,6 @@ if TYPE_CHECKING:
     from moesim.fabric.subfabric import GraphIndex
 
 __all__ = ["cp_watch", "overlap_s", "shared_links"]
-
-
-def _load_of(router: Router) -> np.ndarray:
-    partner = implied_partner(router.fabric)
-    return np.where(partner >= 0, partner, np.arange(partner.size))
 
 
 def _sends(lay: ParallelLayout) -> list[tuple[int, int]]:
@@ -69,7 +64,7 @@ def shared_links(lay: ParallelLayout, router: Router, kinds: tuple[str, ...]) ->
     pairs, edges = _sends(lay), _edges(lay, kinds)
     if not edges or lay.pp == 1 or not pairs:
         return np.zeros(0, dtype=np.int64)
-    load_of = _load_of(router)
+    load_of = load_links(router.fabric)
     sends = router.routes(*np.array(pairs).T).link
     ring = router.routes(*np.array(edges)[:, :2].T).link
     return np.intersect1d(load_of[sends], load_of[ring])
@@ -81,7 +76,7 @@ def cp_watch(index: GraphIndex, lay: ParallelLayout, router: Router) -> np.ndarr
     (else None: the step runs with flows)."""
     if lay.cp == 1 or index.graph.graph.get("nvlink_domain_size") is None:
         return None
-    load_of, edges = _load_of(router), np.array(_edges(lay, ("cp",)))
+    load_of, edges = load_links(router.fabric), np.array(_edges(lay, ("cp",)))
     rs = router.routes(edges[:, 0], edges[:, 1])
     on = set(zip(load_of[rs.link].tolist(),
                  np.repeat(edges[:, 2], np.diff(rs.ptr)).tolist(), strict=True))

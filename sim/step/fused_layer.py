@@ -48,7 +48,7 @@ import simpy
 
 from moesim.collectives.base import RankStarted
 from moesim.collectives.fused_ring import ring_schedule_s
-from moesim.engine.fabric import implied_partner
+from moesim.engine.fabric import load_links
 from moesim.engine.routing import Router
 from moesim.fabric.subfabric import GraphIndex
 from moesim.parallel.layout import ParallelLayout
@@ -73,9 +73,8 @@ class LinkClock:
 
     def __init__(self, router: Router, watch: np.ndarray | None = None) -> None:
         self.router = router
-        partner = implied_partner(router.fabric)
-        self.load_of = np.where(partner >= 0, partner, np.arange(partner.size))
-        self.busy_s = np.full(partner.size, -np.inf)
+        self.load_of = load_links(router.fabric)
+        self.busy_s = np.full(self.load_of.size, -np.inf)
         self.late_s = 0.0  # transfers started late, summed: the closed form's error bound
         self.late_n = 0
         self.watch = watch  # per link: log its transfers' intervals (fused_apart.py)

@@ -47,8 +47,7 @@ def mtp_head_s(spec: StepSpec, gpu: GpuSpec, shape: LayerShape, head: GemmShape
     """(forward, whole backward, its wgrad part) seconds the MTP modules add to the last
     virtual stage's head per micro-batch: ``eh_proj`` and one more ``head`` GEMM each."""
     h = spec.model.hidden_size
-    proj = GemmShape(shape.gathered_tokens, -(-h // shape.tp), 2 * h, shape.gemm_dtype,
-                     shape.wgrad_out_bytes, shape.wgrad_rate)
+    proj = shape.gemm(shape.gathered_tokens, -(-h // shape.tp), 2 * h)
     n = spec.mtp_layers
     return tuple(n * float(f(gpu, proj) + f(gpu, head))  # type: ignore[return-value]
                  for f in (gemm_time_s, gemm_backward_time_s, gemm_wgrad_time_s))

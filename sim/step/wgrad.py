@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from moesim.hardware import GemmShape, GpuSpec
+from moesim.hardware import GpuSpec
 from moesim.hardware.roofline import gemm_wgrad_time_s, grouped_gemm_rows_wgrad_time_s
 from moesim.model.accounting import attention_matmul_params
 from moesim.router import RoutingResult
@@ -28,25 +28,23 @@ def attention_wgrad_s(shape: LayerShape, gpu: GpuSpec) -> float:
     """The wgrad kernel of the attention block's projections (TP-sharded, gathered tokens)."""
     m, h = shape.gathered_tokens, shape.hidden
     proj_n = attention_matmul_params(shape.model) / h / shape.tp
-    return float(gemm_wgrad_time_s(gpu, GemmShape(m, proj_n, h, shape.gemm_dtype,
-                                                  shape.wgrad_out_bytes, shape.wgrad_rate)))
+    return float(gemm_wgrad_time_s(gpu, shape.gemm(m, proj_n, h)))
 
 
 def ffn_wgrad_s(shape: LayerShape, gpu: GpuSpec, intermediate: int) -> float:
     """The wgrad kernels of a dense FFN (or the shared experts) of ``intermediate`` columns."""
-    m, h, dt, wb = shape.gathered_tokens, shape.hidden, shape.gemm_dtype, shape.wgrad_out_bytes
+    m, h = shape.gathered_tokens, shape.hidden
     ffn = intermediate // shape.tp
     up_n = (2 if shape.model.gated_ffn else 1) * ffn
-    return float(gemm_wgrad_time_s(gpu, GemmShape(m, up_n, h, dt, wb, shape.wgrad_rate))
-                 + gemm_wgrad_time_s(gpu, GemmShape(m, h, ffn, dt, wb, shape.wgrad_rate)))
+    return float(gemm_wgrad_time_s(gpu, shape.gemm(m, up_n, h))
+                 + gemm_wgrad_time_s(gpu, shape.gemm(m, h, ffn)))
 
 
 def experts_wgrad_s(shape: LayerShape, gpu: GpuSpec, routing: RoutingResult) -> np.ndarray:
     """Per EP rank: the grouped wgrad kernels of its routed experts on the tokens they
     received (as :func:`moesim.workload.costs.experts_s`), plus the shared experts' with
     ``tp == 1`` (inside the experts op there)."""
-    model, h, dt, wb = shape.model, shape.hidden, shape.gemm_dtype, shape.wgrad_out_bytes
-    rate = shape.wgrad_rate
+    model, h = shape.model, shape.hidden
     ffn = model.moe_intermediate_size // shape.etp
     up_n = (2 if model.gated_ffn else 1) * ffn
     load, host, n = routing.expert_load(), routing.expert_to_rank, routing.n_ranks
@@ -57,8 +55,8 @@ def experts_wgrad_s(shape: LayerShape, gpu: GpuSpec, routing: RoutingResult) -> 
     for count in sorted(set(counts.tolist())):  # one pass per experts-per-rank group
         ranks = np.flatnonzero(counts == count)
         rows = load[order[starts[ranks][:, None] + np.arange(count)[None, :]]] * shape.etp
-        out[ranks] = (grouped_gemm_rows_wgrad_time_s(gpu, GemmShape(rows, up_n, h, dt, wb, rate))
-                      + grouped_gemm_rows_wgrad_time_s(gpu, GemmShape(rows, h, ffn, dt, wb, rate)))
+        out[ranks] = (grouped_gemm_rows_wgrad_time_s(gpu, shape.gemm(rows, up_n, h))
+                      + grouped_gemm_rows_wgrad_time_s(gpu, shape.gemm(rows, h, ffn)))
     if model.n_shared_experts and shape.tp == 1:
         out += ffn_wgrad_s(shape, gpu, model.shared_expert_intermediate_size
                            * model.n_shared_experts)

@@ -54,8 +54,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from moesim import topologies
-from moesim.calibration import HBM_ACHIEVABLE_FRACTION, LL_MESSAGE_HEADER_BYTES
+from moesim.calibration import LL_MESSAGE_HEADER_BYTES
 from moesim.hardware import get_gpu
+from moesim.hardware.roofline import hbm_time_s
 from moesim.router import UNIFORM, route_tokens
 from moesim.validate.deepep import busiest_links
 from moesim.validate.flows import FlowBatch, run_flows, with_loopbacks
@@ -158,9 +159,7 @@ def simulate_low_latency(setup: LowLatencySetup, kernel: str) -> LowLatencyResul
     """Simulate one low-latency ``kernel`` ("dispatch" or "combine")."""
     sel = selections(setup)
     size = sel * setup.message_bytes(kernel)
-    hbm = get_gpu("H800")
-    pass_s = float(receive_pass_bytes(setup, sel, kernel).max()) / (
-        hbm.hbm_bw_bytes_per_s * HBM_ACHIEVABLE_FRACTION)
+    pass_s = float(hbm_time_s(get_gpu("H800"), receive_pass_bytes(setup, sel, kernel).max()))
     if setup.nodes == 1:
         graph = topologies.load_preset("hgx-h800")
     else:

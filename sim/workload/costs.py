@@ -122,9 +122,7 @@ def attention_block_s(shape: LayerShape, gpu: GpuSpec, slowdown: float, backward
     norms = memory_bound_time_s(gpu, 6.0 * shape.tokens_per_rank * h * BF16_BYTES, slowdown)
     core = attention_core_s(shape, gpu, slowdown, backward)
     casts = _casts_s(shape, gpu, m, proj_n, h, slowdown, backward)
-    proj_gemm = GemmShape(m, proj_n, h, shape.gemm_dtype, shape.wgrad_out_bytes,
-                          shape.wgrad_rate)
-    proj = gemm_time_s(gpu, proj_gemm, slowdown, backward=backward)
+    proj = gemm_time_s(gpu, shape.gemm(m, proj_n, h), slowdown, backward=backward)
     return float(proj + core + (2 * norms if backward else norms) + casts)
 
 
@@ -133,13 +131,11 @@ def ffn_s(
 ) -> float:
     """A dense FFN (or the shared experts) of ``intermediate`` columns, TP-sharded, on the
     gathered tokens."""
-    m, h, model, dt = shape.gathered_tokens, shape.hidden, shape.model, shape.gemm_dtype
-    ffn, wgrad, rate = intermediate // shape.tp, shape.wgrad_out_bytes, shape.wgrad_rate
+    m, h, model = shape.gathered_tokens, shape.hidden, shape.model
+    ffn = intermediate // shape.tp
     up_n = (2 if model.gated_ffn else 1) * ffn
-    up = float(gemm_time_s(gpu, GemmShape(m, up_n, h, dt, wgrad, rate), slowdown,
-                           backward=backward))
-    down = float(gemm_time_s(gpu, GemmShape(m, h, ffn, dt, wgrad, rate), slowdown,
-                             backward=backward))
+    up = float(gemm_time_s(gpu, shape.gemm(m, up_n, h), slowdown, backward=backward))
+    down = float(gemm_time_s(gpu, shape.gemm(m, h, ffn), slowdown, backward=backward))
     casts = (_casts_s(shape, gpu, m, up_n, h, slowdown, backward)
              + _casts_s(shape, gpu, m, h, ffn, slowdown, backward))
     return up + down + casts
@@ -165,13 +161,12 @@ def experts_s(
     With ``etp > 1`` each expert's FFN columns are split over the ETP group, which all-gathers
     its members' dispatched tokens first: ``etp`` times ``local_load`` (every EP group routes
     alike) through ``1/etp`` of the columns."""
-    model, h, dt = shape.model, shape.hidden, shape.gemm_dtype
+    model, h = shape.model, shape.hidden
     ffn = model.moe_intermediate_size // shape.etp
     local_load = local_load * shape.etp
     up_n = (2 if model.gated_ffn else 1) * ffn
     # expert e: [load_e, h] @ [h, up_n]
-    up = GemmShape(local_load, up_n, h, dt, shape.wgrad_out_bytes, shape.wgrad_rate)
-    down = GemmShape(local_load, h, ffn, dt, shape.wgrad_out_bytes, shape.wgrad_rate)
+    up, down = shape.gemm(local_load, up_n, h), shape.gemm(local_load, h, ffn)
     rows = float(local_load.sum())
     t: float = grouped_gemm_time_s(gpu, up, slowdown, backward=backward) + grouped_gemm_time_s(
         gpu, down, slowdown, backward=backward
@@ -212,14 +207,13 @@ def experts_ranks_s(
     """:func:`experts_s` of every row of ``local_load`` [ranks, local experts] at that rank's
     ``slowdown``, vectorised over ranks: the same values bit for bit (same float operations in
     the same order)."""
-    model, h, dt = shape.model, shape.hidden, shape.gemm_dtype
+    model, h = shape.model, shape.hidden
     ffn = model.moe_intermediate_size // shape.etp
     local_load = local_load * shape.etp
     up_n = (2 if model.gated_ffn else 1) * ffn
     slow = np.asarray(slowdown, dtype=float)
     # a row per rank, a column per local expert
-    up = GemmShape(local_load, up_n, h, dt, shape.wgrad_out_bytes, shape.wgrad_rate)
-    down = GemmShape(local_load, h, ffn, dt, shape.wgrad_out_bytes, shape.wgrad_rate)
+    up, down = shape.gemm(local_load, up_n, h), shape.gemm(local_load, h, ffn)
     rows = local_load.sum(axis=1).astype(float)
     t = (grouped_gemm_rows_time_s(gpu, up, slow, backward=backward)
          + grouped_gemm_rows_time_s(gpu, down, slow, backward=backward)

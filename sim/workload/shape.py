@@ -12,6 +12,7 @@ import numpy as np
 
 from moesim.calibration import FP8_BLOCK_WGRAD_FRACTION
 from moesim.hardware.precision import get_precision
+from moesim.hardware.roofline import GemmShape
 from moesim.model import ModelConfig
 
 BF16_BYTES = 2  # bytes per bf16 element: hidden states, activations, gradients on the wire
@@ -54,6 +55,12 @@ class LayerShape:
         """The fraction of the sustained GEMM rate the precision's wgrad kernels reach: FP8
         blockwise ones less (:data:`moesim.calibration.FP8_BLOCK_WGRAD_FRACTION`), else 1."""
         return FP8_BLOCK_WGRAD_FRACTION if self.compute_dtype == "fp8-block" else 1.0
+
+    def gemm(self, m: np.ndarray | float, n: np.ndarray | float, k: np.ndarray | float
+             ) -> GemmShape:
+        """A layer GEMM ``[m, k] @ [k, n]`` at this shape's precision, its wgrad accumulating
+        into ``main_grad`` (:attr:`wgrad_out_bytes`) at :attr:`wgrad_rate`."""
+        return GemmShape(m, n, k, self.gemm_dtype, self.wgrad_out_bytes, self.wgrad_rate)
 
     @property
     def gathered_tokens(self) -> int:
